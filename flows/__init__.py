@@ -1,0 +1,1 @@
+"""Prefect flows: thin wiring of the library's stages (see ragbench.sweep)."""

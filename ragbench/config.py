@@ -1,0 +1,314 @@
+"""Sweep configuration: a YAML file validated with pydantic before any heavy work.
+
+A sweep is the product ``chunkers x embedders x retrievers``; a BM25 retriever depends on the chunker only, so it is
+paired with each chunker once. Every expanded configuration gets a stable id: the hash of its canonical spec.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ConfigError
+from .hashing import stable_hash
+
+PrefixMode = Literal["none", "title", "breadcrumb"]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def canonical(self) -> dict[str, Any]:
+        """The spec as a plain dict without its display name: what identifies it."""
+        return self.model_dump(mode="json", exclude={"name"})
+
+    @property
+    def spec_id(self) -> str:
+        return stable_hash(self.canonical())
+
+
+# ---------------------------------------------------------------- dataset
+class DatasetSpec(_Spec):
+    """Where the labelled data is. Relative paths are resolved against the config file's folder."""
+
+    name: str | None = None
+    format: Literal["beir", "squad"] = "beir"
+    path: Path
+    split: str = "test"
+    queries: Literal["in_qrels", "all"] = Field(
+        "in_qrels", description="in_qrels: only queries judged in this split (BEIR convention); all: every query, "
+        "unjudged ones counted as unlabelled")
+    spans: bool = Field(True, description="load span labels when the dataset has them")
+    squad_documents: Literal["paragraph", "article"] = "paragraph"
+    max_queries: int | None = Field(None, gt=0, description="evaluate a seeded sample of this many queries")
+    max_docs: int | None = Field(None, gt=0, description="keep all judged docs plus seeded distractors up to this many")
+    seed: int = 0
+
+
+# ---------------------------------------------------------------- chunkers
+class _ChunkerBase(_Spec):
+    name: str | None = None
+    prefix: PrefixMode = Field(
+        "title", description="text prepended to each chunk for embedding and BM25 (offsets unchanged): none, the "
+        "document title, or title plus heading breadcrumb")
+
+
+class WholeDocChunker(_ChunkerBase):
+    kind: Literal["whole"] = "whole"
+
+
+class _SizedChunker(_ChunkerBase):
+    unit: Literal["tokens", "chars"] = "tokens"
+    size: int = Field(..., gt=0)
+    overlap: int = Field(0, ge=0)
+    tokenizer: str = Field("all-MiniLM-L6-v2", description="tokenizer that counts tokens (an embedder name)")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self):
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class FixedChunker(_SizedChunker):
+    kind: Literal["fixed"] = "fixed"
+
+
+class RecursiveChunker(_SizedChunker):
+    kind: Literal["recursive"] = "recursive"
+    separators: tuple[str, ...] = ("\n\n", "\n", ". ", " ", "")
+
+
+class SentenceChunker(_ChunkerBase):
+    kind: Literal["sentences"] = "sentences"
+    window: int = Field(3, gt=0, description="sentences per chunk")
+    stride: int = Field(0, ge=0, description="sentences to advance; 0 means window (no overlap)")
+
+    @model_validator(mode="after")
+    def _stride_within_window(self):
+        if self.stride > self.window:
+            raise ValueError(f"stride ({self.stride}) larger than window ({self.window}) would skip sentences")
+        return self
+
+
+class MarkdownChunker(_ChunkerBase):
+    kind: Literal["markdown"] = "markdown"
+    max_tokens: int | None = Field(None, gt=0, description="split sections longer than this recursively")
+    tokenizer: str = "all-MiniLM-L6-v2"
+
+
+ChunkerSpec = Annotated[
+    Union[WholeDocChunker, FixedChunker, RecursiveChunker, SentenceChunker, MarkdownChunker],
+    Field(discriminator="kind"),
+]
+
+
+def chunker_label(spec) -> str:
+    if spec.name:
+        return spec.name
+    match spec.kind:
+        case "whole":
+            return "whole"
+        case "fixed" | "recursive":
+            return f"{spec.kind}{spec.size}{'t' if spec.unit == 'tokens' else 'c'}o{spec.overlap}"
+        case "sentences":
+            return f"sent{spec.window}s{spec.stride or spec.window}"
+        case "markdown":
+            return f"markdown{spec.max_tokens or ''}"
+    return spec.kind
+
+
+# ---------------------------------------------------------------- embedders
+class EmbedderSpec(_Spec):
+    name: str | None = None
+    model: str
+    query_prompt: str = ""
+    document_prompt: str = ""
+    batch_size: int = Field(64, gt=0)
+    max_seq_length: int | None = Field(None, gt=0)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.model.split("/")[-1]
+
+
+# ---------------------------------------------------------------- index
+class IndexSpec(_Spec):
+    """Qdrant collection parameters. ``full_scan_threshold_kb`` below which Qdrant searches brute force."""
+
+    distance: Literal["cosine", "dot", "euclid"] = "cosine"
+    hnsw_m: int = Field(16, gt=0)
+    ef_construct: int = Field(100, gt=0)
+    full_scan_threshold_kb: int = Field(10_000, ge=0)
+
+
+# ---------------------------------------------------------------- retrievers
+class DenseRetriever(_Spec):
+    kind: Literal["dense"] = "dense"
+    name: str | None = None
+    depth: int = Field(100, gt=0, description="chunks fetched per query")
+    exact: bool = False
+    hnsw_ef: int | None = Field(None, gt=0)
+
+
+class BM25Retriever(_Spec):
+    kind: Literal["bm25"] = "bm25"
+    name: str | None = None
+    depth: int = Field(100, gt=0)
+    k1: float = Field(1.2, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    stopwords: str | None = "en"
+    stemmer: str | None = "english"
+
+
+RetrieverSpec = Annotated[Union[DenseRetriever, BM25Retriever], Field(discriminator="kind")]
+
+
+def retriever_label(spec) -> str:
+    if spec.name:
+        return spec.name
+    if spec.kind == "bm25":
+        return f"bm25(k1={spec.k1:g},b={spec.b:g})"
+    return "dense-exact" if spec.exact else f"dense-hnsw{spec.hnsw_ef or ''}"
+
+
+# ---------------------------------------------------------------- metrics and output
+class MetricsSpec(_Spec):
+    measures: tuple[Literal["recall", "precision", "mrr", "ndcg", "hit"], ...] = (
+        "recall", "precision", "mrr", "ndcg", "hit")
+    cutoffs: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+    gain: Literal["exponential", "linear"] = "exponential"
+    primary: str = "ndcg@10"
+
+    @field_validator("cutoffs")
+    @classmethod
+    def _positive(cls, v):
+        if not v or any(k <= 0 for k in v):
+            raise ValueError("cutoffs must be positive integers")
+        return tuple(sorted(set(v)))
+
+
+class OutputSpec(_Spec):
+    home: Path | None = Field(None, description="local folder for caches, DuckDB, embedded Qdrant and MLflow "
+                                                "(default: $RAGBENCH_HOME or ./.ragbench)")
+    mlflow_tracking_uri: str | None = Field(None, description="default: $MLFLOW_TRACKING_URI or SQLite under home")
+    experiment: str | None = None
+    mlflow: bool = True
+
+
+class SweepConfig(_Spec):
+    name: str
+    dataset: DatasetSpec
+    chunkers: tuple[ChunkerSpec, ...] = Field(..., min_length=1)
+    embedders: tuple[EmbedderSpec, ...] = ()
+    retrievers: tuple[RetrieverSpec, ...] = Field(..., min_length=1)
+    index: IndexSpec = IndexSpec()
+    metrics: MetricsSpec = MetricsSpec()
+    output: OutputSpec = OutputSpec()
+
+    @model_validator(mode="after")
+    def _dense_needs_embedder(self):
+        if any(r.kind == "dense" for r in self.retrievers) and not self.embedders:
+            raise ValueError("a dense retriever needs at least one entry under 'embedders'")
+        return self
+
+    def canonical(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"output"})
+
+    def expand(self) -> list["RunConfig"]:
+        """The sweep grid. Dense retrievers pair with every embedder; BM25 with none."""
+        configs: list[RunConfig] = []
+        for chunker in self.chunkers:
+            for retriever in self.retrievers:
+                embedders = self.embedders if retriever.kind == "dense" else (None,)
+                for embedder in embedders:
+                    configs.append(RunConfig(chunker, embedder, retriever, self.index if embedder else None))
+        seen: dict[str, RunConfig] = {}
+        for c in configs:
+            seen.setdefault(c.config_id, c)
+        return list(seen.values())
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One point of the sweep grid."""
+
+    chunker: Any
+    embedder: EmbedderSpec | None
+    retriever: Any
+    index: IndexSpec | None
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "chunker": self.chunker.canonical(),
+            "embedder": self.embedder.canonical() if self.embedder else None,
+            "retriever": self.retriever.canonical(),
+            "index": self.index.canonical() if self.index else None,
+        }
+
+    @property
+    def config_id(self) -> str:
+        return stable_hash(self.spec())
+
+    @property
+    def name(self) -> str:
+        parts = [chunker_label(self.chunker)]
+        if self.embedder:
+            parts.append(self.embedder.label)
+        parts.append(retriever_label(self.retriever))
+        return " | ".join(parts)
+
+
+# ---------------------------------------------------------------- loading with file:line errors
+def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
+    """1-based line of the YAML node at pydantic error location ``loc`` (deepest node found)."""
+    node, line = root, (root.start_mark.line + 1 if root is not None else None)
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if k.value == str(key)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            nxt = node.value[key]
+        else:
+            nxt = None
+        if nxt is None:
+            break
+        node, line = nxt, nxt.start_mark.line + 1
+    return line
+
+
+def load_config(path: str | os.PathLike) -> SweepConfig:
+    """Read and validate a sweep YAML. Errors name the file and line; dataset paths resolve against the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = yaml.safe_load(text)
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}:1: expected a mapping at the top level")
+    ds = raw.get("dataset")
+    if isinstance(ds, dict) and "path" in ds:
+        p = Path(os.path.expandvars(str(ds["path"])))
+        ds["path"] = str(p if p.is_absolute() else (path.parent / p).resolve())
+    try:
+        return SweepConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x in {
+                "whole", "fixed", "recursive", "sentences", "markdown", "dense", "bm25"}))
+            line = _yaml_line(root, loc)
+            dotted = ".".join(str(x) for x in loc) or "(top level)"
+            lines.append(f"{path}:{line}: {dotted}: {err['msg']}")
+        raise ConfigError("invalid sweep config\n" + "\n".join(lines)) from None

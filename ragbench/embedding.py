@@ -1,0 +1,58 @@
+"""Embedding stage: texts -> vectors through sentence-transformers, behind the content-addressed cache.
+
+The cache key of a text is the hash of exactly what the model sees (role prompt + text), under the model's id and
+weights revision, so changing only retrieval settings (k, fusion, reranking) never re-embeds anything.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+from .cache import EmbedStats, VectorCache
+from .config import EmbedderSpec
+from .hashing import text_hash
+from .models import load_sentence_transformer, resolve_model
+from .progress import log, progress
+
+Role = Literal["query", "document"]
+
+
+def model_key(spec: EmbedderSpec) -> str:
+    """Model id + weights revision (+ sequence length when overridden): the identity of a vector space."""
+    key = resolve_model(spec.model).key
+    return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
+
+
+def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache,
+                segment_rows: int = 512) -> tuple[np.ndarray, EmbedStats]:
+    """Vectors for ``texts`` (row i for text i), computing only what the cache lacks.
+
+    Missing texts are de-duplicated, sorted by length (less padding per batch), encoded in segments of
+    ``segment_rows`` and each segment is stored as soon as it is done, so an interrupted run resumes where it died.
+    """
+    prompt = spec.query_prompt if role == "query" else spec.document_prompt
+    key = model_key(spec)
+    hashes = [text_hash(prompt + t) for t in texts]
+    unique: dict[str, str] = dict(zip(hashes, texts))
+    found = cache.lookup(key, role, unique)
+    missing = sorted((h for h in unique if h not in found), key=lambda h: -len(unique[h]))
+    if missing:
+        model = load_sentence_transformer(spec.model, spec.max_seq_length)
+        label = f"embed {spec.label} [{role}]"
+        with progress(label, len(missing)) as advance:
+            for i in range(0, len(missing), segment_rows):
+                seg = missing[i:i + segment_rows]
+                vecs = model.encode([unique[h] for h in seg], prompt=prompt or None, batch_size=spec.batch_size,
+                                    convert_to_numpy=True, show_progress_bar=False)
+                cache.append(key, role, seg, vecs)
+                found.update(zip(seg, vecs))
+                advance(len(seg))
+    stats = EmbedStats(requested=len(texts), unique=len(unique), cached=len(unique) - len(missing),
+                       computed=len(missing))
+    log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
+             stats.unique, stats.cached, stats.computed)
+    if not texts:
+        return np.zeros((0, 0), dtype=np.float32), stats
+    return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False), stats

@@ -1,0 +1,27 @@
+"""Errors a user can act on. Each names what was wrong and where, before any heavy work starts."""
+
+from __future__ import annotations
+
+
+class RagbenchError(Exception):
+    """Base class: an error whose message is meant for the user, not a traceback."""
+
+
+class ConfigError(RagbenchError):
+    """The sweep config is invalid (names the file and, where known, the line)."""
+
+
+class DatasetError(RagbenchError):
+    """The dataset files are malformed or inconsistent (names the file and line)."""
+
+
+class ModelError(RagbenchError):
+    """An embedding model cannot be resolved or loaded offline."""
+
+
+class IndexMismatchError(RagbenchError):
+    """A collection was queried with vectors of another model, or is incomplete."""
+
+
+class StoreBusyError(RagbenchError):
+    """The results store is held by another writer for longer than we are willing to wait."""

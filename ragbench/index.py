@@ -1,0 +1,228 @@
+"""Index stage: vectors -> a real Qdrant collection, and exact or HNSW search over it.
+
+Two engines behind one interface:
+
+* :class:`EdgeIndex` (embedded default): Qdrant Edge, the Qdrant engine in-process (``qdrant-edge-py``). The HNSW
+  graph is built by ``optimize()``; ``exact=True`` searches brute force.
+* :class:`ClientIndex` (scale-out): a Qdrant server through ``qdrant-client`` (``RAGBENCH_QDRANT_URL``), or its
+  local ``:memory:`` mode for tests (brute force; it ignores HNSW search params).
+
+A collection is named by ``(dataset fingerprint, chunker, embedder, index params)`` and records the model id +
+revision it holds. Searching it with vectors of another model is refused. A collection is only used once it is
+marked complete and its point count matches, so a half-built collection is rebuilt, never queried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import IndexSpec
+from .errors import IndexMismatchError
+from .hashing import stable_hash
+
+UPSERT_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class CollectionMeta:
+    """What a collection holds; stored with it and checked on every search."""
+
+    name: str
+    model_key: str
+    dim: int
+    distance: str
+    count: int
+    hnsw_m: int
+    ef_construct: int
+    full_scan_threshold_kb: int
+
+
+def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,
+                    index: IndexSpec) -> str:
+    return "rb_" + stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_id, "model": model_key,
+                                "prompt": document_prompt, "index": index.canonical()})
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Search results for a batch of queries: ``ids[i]`` and ``scores[i]`` are query i's points, best first."""
+
+    ids: list[np.ndarray]
+    scores: list[np.ndarray]
+
+
+def _check(meta: CollectionMeta, model_key: str, dim: int) -> None:
+    if meta.model_key != model_key:
+        raise IndexMismatchError(f"collection {meta.name} holds vectors of {meta.model_key}; refusing to search it "
+                                 f"with vectors of {model_key}")
+    if meta.dim != dim:
+        raise IndexMismatchError(f"collection {meta.name} has dimension {meta.dim}, query vectors have {dim}")
+
+
+class EdgeIndex:
+    """Collections as Qdrant Edge shards under ``root/<name>/`` with a ``ragbench.json`` completion marker."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root) / "qdrant-edge"
+        self._open: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def _meta_path(self, name: str) -> Path:
+        return self.root / name / "ragbench.json"
+
+    def meta(self, name: str) -> CollectionMeta | None:
+        try:
+            return CollectionMeta(**json.loads(self._meta_path(name).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _shard(self, name: str):
+        from qdrant_edge import EdgeShard
+
+        with self._lock:
+            if name not in self._open:
+                self._open[name] = EdgeShard.load(str(self.root / name / "shard"))
+            return self._open[name]
+
+    def ensure(self, meta: CollectionMeta, vectors: np.ndarray, payloads: list[dict]) -> bool:
+        """Build the collection unless a complete one exists. Returns True when it was built now."""
+        from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard,
+                                 EdgeVectorParams, HnswIndexConfig, Point, UpdateOperation)
+
+        existing = self.meta(meta.name)
+        if existing is not None and existing.count == meta.count:
+            if self._shard(meta.name).count(CountRequest(exact=True)) == meta.count:
+                return False
+        self.close(meta.name)
+        folder = self.root / meta.name
+        shutil.rmtree(folder, ignore_errors=True)  # incomplete leftovers of a killed build
+        distance = {"cosine": Distance.Cosine, "dot": Distance.Dot, "euclid": Distance.Euclid}[meta.distance]
+        config = EdgeConfig(
+            vectors={"dense": EdgeVectorParams(size=meta.dim, distance=distance)},
+            hnsw_config=HnswIndexConfig(m=meta.hnsw_m, ef_construct=meta.ef_construct,
+                                        full_scan_threshold=meta.full_scan_threshold_kb),
+            # one segment, indexed from the first KB: the HNSW graph then covers every point
+            optimizers=EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1))
+        shard = EdgeShard.create(str(folder / "shard"), config)
+        for i in range(0, len(vectors), UPSERT_BATCH):
+            points = [Point(j, {"dense": vectors[j].tolist()}, payloads[j])
+                      for j in range(i, min(i + UPSERT_BATCH, len(vectors)))]
+            shard.update(UpdateOperation.upsert_points(points))
+        shard.optimize()
+        shard.flush()
+        if shard.count(CountRequest(exact=True)) != meta.count:
+            raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
+        tmp = self._meta_path(meta.name).with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(meta)))
+        os.replace(tmp, self._meta_path(meta.name))
+        with self._lock:
+            self._open[meta.name] = shard
+        return True
+
+    def search(self, name: str, queries: np.ndarray, model_key: str, limit: int, *, exact: bool = False,
+               hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SearchParams
+
+        meta = self.meta(name)
+        if meta is None:
+            raise IndexMismatchError(f"collection {name} does not exist or is incomplete")
+        _check(meta, model_key, queries.shape[1])
+        params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        shard = self._shard(name)
+        ids, scores = [], []
+        for i in range(0, len(queries), 64):
+            batch = [QueryRequest(limit=limit, query=Query.Nearest(q.tolist(), using="dense"), params=params,
+                                  filter=query_filter) for q in queries[i:i + 64]]
+            for points in shard.query_batch(QueryBatchRequest(batch)):
+                ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
+                scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
+        return Hits(ids, scores)
+
+    def close(self, name: str | None = None) -> None:
+        with self._lock:
+            for n in [name] if name else list(self._open):
+                shard = self._open.pop(n, None)
+                if shard is not None:
+                    shard.close()
+
+
+class ClientIndex:
+    """The same interface over ``qdrant-client`` (a Qdrant server URL, or ``:memory:``)."""
+
+    def __init__(self, url: str, api_key: str | None = None):
+        from qdrant_client import QdrantClient
+
+        self.client = QdrantClient(location=":memory:") if url == ":memory:" else QdrantClient(url=url,
+                                                                                                 api_key=api_key)
+
+    def meta(self, name: str) -> CollectionMeta | None:
+        if not self.client.collection_exists(name):
+            return None
+        md = self.client.get_collection(name).config.metadata or {}
+        try:
+            return CollectionMeta(**md["ragbench"]) if md.get("complete") else None
+        except (KeyError, TypeError):
+            return None
+
+    def ensure(self, meta: CollectionMeta, vectors: np.ndarray, payloads: list[dict]) -> bool:
+        from qdrant_client import models
+
+        existing = self.meta(meta.name)
+        if existing is not None and self.client.count(meta.name, exact=True).count == meta.count:
+            return False
+        if self.client.collection_exists(meta.name):
+            self.client.delete_collection(meta.name)
+        distance = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT,
+                    "euclid": models.Distance.EUCLID}[meta.distance]
+        self.client.create_collection(
+            meta.name,
+            vectors_config={"dense": models.VectorParams(size=meta.dim, distance=distance)},
+            hnsw_config=models.HnswConfigDiff(m=meta.hnsw_m, ef_construct=meta.ef_construct,
+                                              full_scan_threshold=meta.full_scan_threshold_kb),
+            metadata={"ragbench": asdict(meta), "complete": False})
+        for i in range(0, len(vectors), UPSERT_BATCH):
+            idx = range(i, min(i + UPSERT_BATCH, len(vectors)))
+            self.client.upsert(meta.name, points=[
+                models.PointStruct(id=j, vector={"dense": vectors[j].tolist()}, payload=payloads[j]) for j in idx],
+                wait=True)
+        if self.client.count(meta.name, exact=True).count != meta.count:
+            raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
+        self.client.update_collection(meta.name, metadata={"ragbench": asdict(meta), "complete": True})
+        return True
+
+    def search(self, name: str, queries: np.ndarray, model_key: str, limit: int, *, exact: bool = False,
+               hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        from qdrant_client import models
+
+        meta = self.meta(name)
+        if meta is None:
+            raise IndexMismatchError(f"collection {name} does not exist or is incomplete")
+        _check(meta, model_key, queries.shape[1])
+        params = models.SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        ids, scores = [], []
+        for i in range(0, len(queries), 64):
+            reqs = [models.QueryRequest(query=q.tolist(), using="dense", limit=limit, params=params,
+                                        filter=query_filter) for q in queries[i:i + 64]]
+            for resp in self.client.query_batch_points(name, reqs):
+                ids.append(np.array([p.id for p in resp.points], dtype=np.int64))
+                scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
+        return Hits(ids, scores)
+
+    def close(self, name: str | None = None) -> None:
+        if name is None:
+            self.client.close()
+
+
+def open_index(home: Path):
+    """The engine the environment asks for: ``RAGBENCH_QDRANT_URL`` (a server, or ``:memory:``) or embedded Edge."""
+    url = os.environ.get("RAGBENCH_QDRANT_URL")
+    if url:
+        return ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
+    return EdgeIndex(home)

@@ -1,0 +1,35 @@
+"""Progress bars and the pipeline log, on stderr so ``--json`` output on stdout stays clean."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+console = Console(stderr=True)
+log = logging.getLogger("ragbench")
+if not log.handlers:
+    log.addHandler(RichHandler(console=console, show_path=False, markup=False, rich_tracebacks=False))
+    log.setLevel(os.environ.get("RAGBENCH_LOG_LEVEL", "INFO"))
+    log.propagate = False
+
+
+def progress_enabled() -> bool:
+    return os.environ.get("RAGBENCH_PROGRESS", "1") != "0" and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int):
+    """Yield ``advance(n)``; draws a bar on an interactive terminal, stays silent otherwise."""
+    if not progress_enabled() or total <= 0:
+        yield lambda n=1: None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=False) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)

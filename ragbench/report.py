@@ -1,0 +1,50 @@
+"""Leaderboards for people (a rich table) and for scripts (one JSON object per config)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from rich.table import Table
+
+from .sweep import SweepResult
+
+LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")
+
+
+def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> Table:
+    """Configs sorted by the primary measure, best first; failed configs last with their error."""
+    cols = [result.primary] + [m for m in measures if m != result.primary]
+    table = Table(title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
+                        f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed")
+    table.add_column("#", justify="right")
+    table.add_column("config")
+    for c in cols:
+        table.add_column(c, justify="right", style="bold" if c == result.primary else None)
+    table.add_column("queries", justify="right")
+    table.add_column("unlabelled", justify="right")
+
+    def key(o):
+        v = o.metrics.get(result.primary, math.nan)
+        return (o.status != "finished", -(v if v == v else -1.0))
+
+    for i, o in enumerate(sorted(result.outcomes, key=key), 1):
+        if o.status == "failed":
+            table.add_row(str(i), f"[red]{o.name}[/red]", f"[red]FAILED: {o.error}[/red]", *[""] * (len(cols) + 1))
+            continue
+        vals = [o.metrics.get(c) for c in cols]
+        table.add_row(str(i), o.name, *[f"{v:.4f}" if v is not None and v == v else "–" for v in vals],
+                      str(o.n_queries - o.n_unlabelled), str(o.n_unlabelled))
+    if result.n_failed:
+        table.caption = f"[red]{result.n_failed} of {len(result.outcomes)} configs failed[/red]"
+    return table
+
+
+def json_lines(result: SweepResult) -> list[str]:
+    """One JSON object per config: config_id, name, spec, status, metrics {name: mean}, n_queries, n_unlabelled."""
+    return [json.dumps({"config_id": o.config_id, "name": o.name, "spec": o.spec, "status": o.status,
+                        "error": o.error, "sweep_id": result.sweep_id,
+                        "dataset_fingerprint": result.dataset_fingerprint,
+                        "metrics": {k: (None if v != v else v) for k, v in o.metrics.items()},
+                        "n_queries": o.n_queries, "n_unlabelled": o.n_unlabelled}, sort_keys=True)
+            for o in result.outcomes]

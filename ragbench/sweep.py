@@ -1,0 +1,280 @@
+"""The sweep: every stage wired in order, resumable, one config's failure isolated from the others.
+
+This is plain Python. ``flows/sweep.py`` runs the same wiring with each stage as a Prefect task by passing a
+:class:`StageRunner` that wraps stages in tasks; nothing here imports Prefect.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import polars as pl
+
+from .cache import ChunkCache, EmbedStats, VectorCache
+from .chunking import chunk_corpus
+from .config import RunConfig, SweepConfig, chunker_label
+from .datasets import Dataset, load_dataset
+from .embedding import embed_texts, model_key
+from .errors import RagbenchError
+from .hashing import stable_hash
+from .index import CollectionMeta, collection_name, open_index
+from .judging import document_run
+from .metrics import aggregate, evaluate_per_query, measures_from_spec
+from .progress import log
+from .retrieval import BM25Index, run_from_hits, timed
+from .store import ResultStore
+from .tracking import flatten, open_tracker
+
+
+def resolve_home(cfg: SweepConfig | None = None) -> Path:
+    """The one local folder for caches, DuckDB, embedded Qdrant and MLflow."""
+    if cfg is not None and cfg.output.home:
+        return Path(cfg.output.home)
+    return Path(os.environ.get("RAGBENCH_HOME", ".ragbench"))
+
+
+class StageRunner(Protocol):
+    def run(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
+
+
+class LocalRunner:
+    """Runs each stage in-process, directly."""
+
+    def run(self, name, fn, /, *args, **kwargs):
+        return fn(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ConfigOutcome:
+    config_id: str
+    name: str
+    spec: dict
+    status: str  # finished | failed | skipped (finished in an earlier attempt of this sweep)
+    metrics: dict[str, float] = field(default_factory=dict)
+    n_queries: int = 0
+    n_unlabelled: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    sweep_id: str
+    name: str
+    dataset_fingerprint: str
+    home: Path
+    outcomes: list[ConfigOutcome]
+    embed_stats: list[EmbedStats]
+    seconds: float
+    primary: str
+
+    @property
+    def n_failed(self) -> int:
+        return sum(o.status == "failed" for o in self.outcomes)
+
+    @property
+    def vectors_computed(self) -> int:
+        return sum(s.computed for s in self.embed_stats)
+
+
+# ---------------------------------------------------------------- stages (each a plain function)
+def chunk_stage(ds: Dataset, chunker, cache: ChunkCache) -> pl.DataFrame:
+    key = ChunkCache.key(ds.fingerprint, chunker.canonical())
+    chunks, cached = cache.get_or_build(key, lambda: chunk_corpus(ds, chunker))
+    log.info("chunk %s: %d chunks from %d documents (%s)", chunker_label(chunker), chunks.height, ds.corpus.height,
+             "cached" if cached else "built")
+    return chunks
+
+
+def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame, vectors: np.ndarray,
+                index) -> str:
+    name = collection_name(ds.fingerprint, chunker.spec_id, model_key(embedder), embedder.document_prompt,
+                           index_spec)
+    meta = CollectionMeta(name=name, model_key=model_key(embedder), dim=int(vectors.shape[1]),
+                          distance=index_spec.distance, count=chunks.height, hnsw_m=index_spec.hnsw_m,
+                          ef_construct=index_spec.ef_construct,
+                          full_scan_threshold_kb=index_spec.full_scan_threshold_kb)
+    payloads = [{"chunk_id": c, "doc_id": d} for c, d in chunks.select("chunk_id", "doc_id").iter_rows()]
+    (built, seconds) = timed(index.ensure, meta, vectors, payloads)
+    log.info("index %s: %d points, %s", name, chunks.height, f"built in {seconds:.1f} s" if built else "reused")
+    return name
+
+
+def retrieve_stage(cfg: RunConfig, ds: Dataset, chunks: pl.DataFrame, *, index=None, collection: str | None = None,
+                   query_vectors: np.ndarray | None = None, bm25: BM25Index | None = None) -> tuple[pl.DataFrame,
+                                                                                                  float]:
+    """A chunk run for every query, and the retrieval wall time in seconds."""
+    qids = ds.queries["query_id"].to_list()
+    r = cfg.retriever
+    if r.kind == "bm25":
+        hits, secs = timed(bm25.search, ds.queries["text"].to_list(), r.depth)
+    else:
+        hits, secs = timed(index.search, collection, query_vectors, model_key(cfg.embedder), r.depth,
+                           exact=r.exact, hnsw_ef=r.hnsw_ef)
+    return run_from_hits(qids, chunks, hits.ids, hits.scores), secs
+
+
+def evaluate_stage(ds: Dataset, chunk_run: pl.DataFrame, measures) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-query values (with query class) and their aggregate."""
+    per_query = evaluate_per_query(document_run(chunk_run), ds.qrels, ds.queries["query_id"].to_list(), measures)
+    per_query = per_query.join(ds.queries.select("query_id", "query_class"), on="query_id", how="left")
+    return per_query, aggregate(per_query)
+
+
+# ---------------------------------------------------------------- the wiring
+def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path | None = None,
+              fail_fast: bool = False) -> SweepResult:
+    """Run (or resume) a sweep and return what every config scored.
+
+    A sweep of the same spec on the same data that did not finish is resumed: configs already stored are skipped,
+    chunks and vectors come from the cache. A config that raises is recorded as failed; the others go on.
+    """
+    t0 = time.perf_counter()
+    runner = runner or LocalRunner()
+    home = Path(home or resolve_home(cfg))
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("RAGBENCH_HOME", str(home))
+
+    ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset)
+    for w in ds.warnings[:20]:
+        log.warning(w)
+    configs = cfg.expand()
+    store = ResultStore(home / "results.duckdb")
+    spec_hash = stable_hash(cfg.canonical())
+    sweep_id = store.find_unfinished_sweep(spec_hash, ds.fingerprint)
+    if sweep_id:
+        log.info("resuming sweep %s", sweep_id)
+    else:
+        sweep_id = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{spec_hash[:6]}"
+        store.begin_sweep(sweep_id, cfg.name, spec_hash, cfg.canonical(), ds.name, ds.fingerprint)
+    done = store.finished_configs(sweep_id)
+    log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,
+             len(configs), len(done & {c.config_id for c in configs}), ds.name, ds.fingerprint, ds.corpus.height,
+             ds.queries.height, ds.n_unlabelled)
+
+    tracker = open_tracker(home, cfg.output.experiment or f"ragbench/{cfg.name}", cfg.output.mlflow_tracking_uri) \
+        if cfg.output.mlflow else None
+    parent_run = None
+    if tracker:
+        parent_run = tracker.sweep_run(sweep_id, cfg.name, flatten({"dataset": cfg.dataset.model_dump(mode="json"),
+                                                                   "dataset_fingerprint": ds.fingerprint}))
+        store.set_sweep_mlflow_run(sweep_id, parent_run)
+
+    chunk_cache, vector_cache = ChunkCache(home / "cache"), VectorCache(home / "cache")
+    index = open_index(home)
+    measures = measures_from_spec(cfg.metrics)
+    outcomes: list[ConfigOutcome] = []
+    embed_stats: list[EmbedStats] = []
+    query_vectors: dict[str, np.ndarray] = {}
+
+    todo = [c for c in configs if c.config_id not in done]
+    outcomes += [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped") for c in configs if c.config_id in done]
+    for chunker in cfg.chunkers:
+        mine = [c for c in todo if c.chunker == chunker]
+        if not mine:
+            continue
+        chunks = runner.run(f"chunk-{chunker_label(chunker)}", chunk_stage, ds, chunker, chunk_cache)
+        collections: dict[str, str | Exception] = {}
+        bm25_indexes: dict[str, BM25Index] = {}
+        for cfg_i in mine:
+            try:
+                kwargs: dict[str, Any] = {}
+                if cfg_i.retriever.kind == "bm25":
+                    key = cfg_i.retriever.spec_id
+                    if key not in bm25_indexes:
+                        bm25_indexes[key] = BM25Index(cfg_i.retriever, chunks["index_text"].to_list())
+                    kwargs["bm25"] = bm25_indexes[key]
+                else:
+                    emb = cfg_i.embedder
+                    if emb.spec_id not in collections:
+                        try:
+                            vecs, stats = runner.run(f"embed-docs-{emb.label}", embed_texts,
+                                                     chunks["index_text"].to_list(), emb, "document", vector_cache)
+                            embed_stats.append(stats)
+                            collections[emb.spec_id] = runner.run(f"index-{emb.label}", index_stage, ds, chunker,
+                                                                  emb, cfg_i.index, chunks, vecs, index)
+                            del vecs
+                        except Exception as e:  # every config on this (chunker, embedder) fails the same way
+                            collections[emb.spec_id] = e
+                    if isinstance(collections[emb.spec_id], Exception):
+                        raise collections[emb.spec_id]
+                    if emb.spec_id not in query_vectors:
+                        qv, stats = runner.run(f"embed-queries-{emb.label}", embed_texts,
+                                               ds.queries["text"].to_list(), emb, "query", vector_cache)
+                        embed_stats.append(stats)
+                        query_vectors[emb.spec_id] = qv
+                    kwargs.update(index=index, collection=collections[emb.spec_id],
+                                  query_vectors=query_vectors[emb.spec_id])
+                outcomes.append(runner.run(f"evaluate-{cfg_i.config_id}", _evaluate_and_store, cfg, cfg_i, ds,
+                                           chunks, measures, store, tracker, parent_run, sweep_id, kwargs))
+            except Exception as e:
+                if fail_fast:
+                    raise
+                msg = str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}"
+                log.error("config %s failed: %s", cfg_i.name, msg)
+                log.debug("%s", traceback.format_exc())
+                store.write_config_failure(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint, msg)
+                outcomes.append(ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "failed", error=msg))
+
+    n_failed = sum(o.status == "failed" for o in outcomes)
+    status = "finished" if n_failed == 0 else "finished_with_failures"
+    store.finish_sweep(sweep_id, status)
+    if tracker and parent_run:
+        try:
+            tracker.finish_sweep(parent_run, {"configs_failed": n_failed, "configs": len(configs)},
+                                 "FINISHED" if n_failed == 0 else "FAILED")
+        except Exception as e:
+            log.warning("MLflow: could not close the sweep run: %s", e)
+    index.close()
+    seconds = time.perf_counter() - t0
+    log.info("sweep %s done in %.1f s: %d configs, %d failed, %d vectors computed", sweep_id, seconds, len(configs),
+             n_failed, sum(s.computed for s in embed_stats))
+    return SweepResult(sweep_id, cfg.name, ds.fingerprint, home, _with_stored_metrics(store, sweep_id, outcomes),
+                       embed_stats, seconds, cfg.metrics.primary)
+
+
+def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks: pl.DataFrame, measures, store,
+                        tracker, parent_run, sweep_id: str, kwargs: dict) -> ConfigOutcome:
+    chunk_run, seconds = retrieve_stage(cfg_i, ds, chunks, **kwargs)
+    per_query, agg = evaluate_stage(ds, chunk_run, measures)
+    n_queries = ds.queries.height
+    n_unlabelled = ds.n_unlabelled
+    ms = 1000 * seconds / max(n_queries, 1)
+    metrics = dict(zip(agg["measure"], agg["mean"]))
+    run_id = None
+    if tracker and parent_run:
+        try:
+            run_id = tracker.log_config(
+                parent_run, sweep_id, cfg_i.config_id, cfg_i.name,
+                flatten({**cfg_i.spec(), "dataset_fingerprint": ds.fingerprint, "config_id": cfg_i.config_id}),
+                {**metrics, "n_queries": n_queries, "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms},
+                {"per_query.parquet": per_query, "rankings.parquet": chunk_run})
+        except Exception as e:
+            log.warning("MLflow: could not log config %s (%s); it is in DuckDB — run `ragbench sync-mlflow` later",
+                        cfg_i.name, str(e).splitlines()[0][:200])
+    store.write_config(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint, metrics=agg,
+                       per_query=per_query, rankings=chunk_run, n_queries=n_queries, n_unlabelled=n_unlabelled,
+                       ms_per_query=ms, mlflow_run_id=run_id)
+    primary = metrics.get(cfg.metrics.primary, float("nan"))
+    log.info("config %s: %s = %.4f", cfg_i.name, cfg.metrics.primary, primary)
+    return ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", metrics, n_queries, n_unlabelled)
+
+
+def _with_stored_metrics(store: ResultStore, sweep_id: str, outcomes: list[ConfigOutcome]) -> list[ConfigOutcome]:
+    """Fill skipped (previously finished) configs with their stored metrics."""
+    if not any(o.status == "skipped" for o in outcomes):
+        return outcomes
+    board = store.query("SELECT config_id, measure, mean FROM config_metrics WHERE sweep_id = ?", [sweep_id])
+    counts = store.query("SELECT config_id, n_queries, n_unlabelled FROM configs WHERE sweep_id = ?", [sweep_id])
+    by_cfg: dict[str, dict[str, float]] = {}
+    for c, m, v in board.iter_rows():
+        by_cfg.setdefault(c, {})[m] = v
+    n = {c: (q, u) for c, q, u in counts.iter_rows()}
+    return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", by_cfg.get(o.config_id, {}),
+                          *n.get(o.config_id, (0, 0))) if o.status == "skipped" else o for o in outcomes]
