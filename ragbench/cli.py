@@ -126,3 +126,8 @@ def datasets_list(
 
 def main() -> None:  # pragma: no cover
     app()
+
+
+from .cli_ops import register as _register_ops  # noqa: E402
+
+_register_ops(app)
