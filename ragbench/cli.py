@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .errors import RagbenchError
-from .progress import console
+from .progress import console, stdout
 
 app = typer.Typer(
     help="Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries.\n\n"
@@ -29,7 +29,7 @@ class Orchestrator(str, Enum):
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[red]error:[/red] {e}")
+    console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
     raise typer.Exit(2)
 
 
@@ -52,9 +52,11 @@ def sweep(
     """
     from .config import load_config
     from .report import json_lines, leaderboard_table
+    from .sweep import preflight
 
     try:
         cfg = load_config(config)
+        preflight(cfg)
         if home:
             os.environ["RAGBENCH_HOME"] = str(home)
         if orchestrator is Orchestrator.prefect:
@@ -71,7 +73,7 @@ def sweep(
         for line in json_lines(result):
             typer.echo(line)
     else:
-        console.print(leaderboard_table(result))
+        stdout.print(leaderboard_table(result))
         db = (result.home / "results.duckdb")
         console.print(f"per-query results: duckdb {db}  (e.g. SELECT * FROM query_metrics WHERE sweep_id = "
                       f"'{result.sweep_id}')")

@@ -22,7 +22,7 @@ from .chunking import chunk_corpus
 from .config import RunConfig, SweepConfig, chunker_label
 from .datasets import Dataset, load_dataset
 from .embedding import embed_texts, model_key
-from .errors import RagbenchError
+from .errors import DatasetError, RagbenchError
 from .hashing import stable_hash
 from .index import CollectionMeta, collection_name, open_index
 from .judging import document_run
@@ -128,6 +128,19 @@ def evaluate_stage(ds: Dataset, chunk_run: pl.DataFrame, measures) -> tuple[pl.D
 
 
 # ---------------------------------------------------------------- the wiring
+def preflight(cfg: SweepConfig) -> None:
+    """Cheap checks before any heavy work: every model and tokenizer resolves offline, the dataset exists."""
+    from .models import resolve_model
+
+    for emb in cfg.embedders:
+        resolve_model(emb.model)
+    for ch in cfg.chunkers:
+        if getattr(ch, "unit", "tokens") == "tokens" and hasattr(ch, "tokenizer"):
+            resolve_model(ch.tokenizer)
+    if not Path(cfg.dataset.path).exists():
+        raise DatasetError(f"{cfg.dataset.path}: dataset not found")
+
+
 def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path | None = None,
               fail_fast: bool = False) -> SweepResult:
     """Run (or resume) a sweep and return what every config scored.
@@ -136,6 +149,7 @@ def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path
     chunks and vectors come from the cache. A config that raises is recorded as failed; the others go on.
     """
     t0 = time.perf_counter()
+    preflight(cfg)
     runner = runner or LocalRunner()
     home = Path(home or resolve_home(cfg))
     home.mkdir(parents=True, exist_ok=True)

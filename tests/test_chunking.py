@@ -1,0 +1,69 @@
+"""Chunkers: offsets always point at the chunk text; sizes, overlaps, sentences and headings behave as specified."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DEMO
+from ragbench.chunking import (chunk_corpus, contextual_text, fixed_spans, heading_path_at, markdown_headings,
+                               sentence_spans)
+from ragbench.config import (DatasetSpec, FixedChunker, MarkdownChunker, RecursiveChunker, SentenceChunker,
+                             WholeDocChunker)
+from ragbench.datasets import load_dataset
+from ragbench.models import count_tokens
+
+SPECS = [WholeDocChunker(), FixedChunker(size=64, overlap=16), FixedChunker(unit="chars", size=300, overlap=50),
+         RecursiveChunker(size=96, overlap=0), SentenceChunker(window=3, stride=2),
+         MarkdownChunker(prefix="breadcrumb", max_tokens=128)]
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_dataset(DatasetSpec(path=DEMO, queries="all"))
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.kind + getattr(s, "unit", ""))
+def test_offsets_point_at_chunk_text_and_cover_the_document(demo, spec):
+    chunks = chunk_corpus(demo, spec)
+    texts = dict(zip(demo.corpus["doc_id"], demo.corpus["text"]))
+    assert chunks.height >= demo.corpus.height
+    for doc_id, s, e, text in chunks.select("doc_id", "start", "end", "text").iter_rows():
+        assert texts[doc_id][s:e] == text and s < e
+    # every non-space character of every document lies in some chunk (nothing silently dropped)
+    for doc_id, group in chunks.group_by("doc_id"):
+        covered = set()
+        for s, e in group.select("start", "end").iter_rows():
+            covered.update(range(s, e))
+        text = texts[doc_id[0]]
+        missing = [i for i, ch in enumerate(text) if not ch.isspace() and i not in covered]
+        assert not missing, (spec, doc_id, text[missing[0]:missing[0] + 40])
+    assert chunks["chunk_id"].n_unique() == chunks.height
+
+
+def test_fixed_token_windows_have_size_and_overlap():
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "then", "ran", "home"]  # one token each
+    text = " ".join(words[i % len(words)] for i in range(300))
+    spans = fixed_spans(text, 50, 10, "tokens", "all-MiniLM-L6-v2")
+    counts = count_tokens([text[s:e] for s, e in spans], "all-MiniLM-L6-v2")
+    assert all(c == 50 for c in counts[:-1]) and counts[-1] <= 50
+    first, second = text[spans[0][0]:spans[0][1]], text[spans[1][0]:spans[1][1]]
+    assert count_tokens([text[spans[1][0]:spans[0][1]]], "all-MiniLM-L6-v2")[0] == 10  # the overlap
+    assert first and second
+
+
+def test_sentence_spans_and_windows():
+    text = "First one. Second one! Third? Fourth ends\n\nFifth para. Version 3.4.1 is fine."
+    sents = [text[s:e] for s, e in sentence_spans(text)]
+    assert sents == ["First one.", "Second one!", "Third?", "Fourth ends", "Fifth para.", "Version 3.4.1 is fine."]
+
+
+def test_markdown_breadcrumb_and_contextual_prefix():
+    text = "Intro.\n\n## Setup\nInstall it.\n\n### Linux\nUse apt.\n\n## Usage\nRun it.\n"
+    heads = markdown_headings(text)
+    assert [(lvl, t) for _, lvl, t in heads] == [(2, "Setup"), (3, "Linux"), (2, "Usage")]
+    assert heading_path_at(heads, text.index("Use apt")) == ["Setup", "Linux"]
+    assert heading_path_at(heads, text.index("Run it")) == ["Usage"]
+    assert contextual_text("breadcrumb", "Guide", ["Setup", "Linux"], "Use apt.") == "Guide > Setup > Linux\nUse apt."
+    assert contextual_text("title", "Guide", [], "body") == "Guide body"
+    assert contextual_text("none", "Guide", ["x"], "body") == "body"
+    assert "# not a heading" not in [t for _, _, t in markdown_headings("```\n# not a heading\n```\n")]

@@ -1,0 +1,88 @@
+"""Chunking statistics on the tiny corpus of test_spans, with hand-computed expectations.
+
+    doc A (100 chars): sentences [0,30) [31,58) [59,100)    chunks c1 [0,40) c2 [30,70) c3 [59,100)
+    doc B (60 chars):  sentences [0,20) [21,60)             chunks c4 [0,5)  c5 [5,60)
+    spans: A[10,30) (inside c1), B[0,10) (split over c4 and c5), A[50,60) (inside c2)
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from ragbench.chunking import CHUNK_SCHEMA, SentenceChunker, chunk_corpus, sentence_spans
+from ragbench.chunkstats import chunk_statistics
+from ragbench.datasets import CORPUS_SCHEMA, SPANS_SCHEMA, Dataset
+
+DOC_A = "Rivers carry water to the sea. Most rivers start in hills. Some rivers dry up in summer and returns."
+DOC_B = "Bridges span rivers. The oldest bridge here is from 1820 AD."
+DOCS = {"A": DOC_A, "B": DOC_B}
+CHUNKS = [("c1", "A", 0, 40), ("c2", "A", 30, 70), ("c3", "A", 59, 100), ("c4", "B", 0, 5), ("c5", "B", 5, 60)]
+TOKENS = {"c1": 10, "c2": 10, "c3": 10, "c4": 2, "c5": 20}
+CORPUS = pl.DataFrame([(d, "", t, "{}") for d, t in DOCS.items()], schema=CORPUS_SCHEMA, orient="row")
+SPANS = pl.DataFrame([("q1", "A", 10, 30, 2), ("q1", "B", 0, 10, 1), ("q2", "A", 50, 60, 1)], schema=SPANS_SCHEMA,
+                     orient="row")
+
+
+def chunks_table(rows=CHUNKS) -> pl.DataFrame:
+    return pl.DataFrame([(c, d, i, s, e, DOCS[d][s:e], DOCS[d][s:e]) for i, (c, d, s, e) in enumerate(rows)],
+                        schema=CHUNK_SCHEMA, orient="row")
+
+
+def test_sentence_boundaries_used_below():
+    assert sentence_spans(DOC_A) == [(0, 30), (31, 58), (59, 100)]
+    assert sentence_spans(DOC_B) == [(0, 20), (21, 60)]
+
+
+def test_chunk_statistics_hand_computed():
+    st = chunk_statistics(chunks_table(), TOKENS, SPANS, CORPUS)
+    assert st["chunk_count"] == 5
+    assert st["chunk_tokens_mean"] == pytest.approx(52 / 5)
+    assert st["chunk_tokens_p50"] == 10
+    assert st["chunk_tokens_p95"] == pytest.approx(18)  # sorted 2,10,10,10,20: position 3.8 -> 10 + 0.8 * 10
+    assert st["chunk_tokens_max"] == 20
+    # ends: c1 40, c2 70, c4 5 are mid-sentence; c3 100 and c5 60 end sentences
+    assert st["chunks_end_mid_sentence"] == pytest.approx(3 / 5)
+    # starts: c2 30 (the sentence starts at 31) and c5 5 are mid-sentence
+    assert st["chunks_start_mid_sentence"] == pytest.approx(2 / 5)
+    assert st["chunks_cut_mid_sentence"] == pytest.approx(4 / 5)  # c1, c2, c4, c5
+    # B[0,10) is overlapped by c4 and c5, contained by neither: 1 of 3 spans split
+    assert st["spans_split"] == pytest.approx(1 / 3)
+    assert st["spans_counted"] == 3 and st["spans_uncovered"] == 0
+    assert st["index_chars"] == 40 + 40 + 41 + 5 + 55
+    assert st["corpus_chars"] == 160
+    assert st["expansion"] == pytest.approx(181 / 160)
+    assert st["index_tokens"] == 52
+
+
+def test_uncovered_spans_and_no_spans():
+    # only c1 and c4: q2's A[50,60) touches no chunk; B[0,10) is overlapped by c4 alone, not contained -> split
+    st = chunk_statistics(chunks_table(CHUNKS[:1] + CHUNKS[3:4]), TOKENS, SPANS, CORPUS)
+    assert st["spans_uncovered"] == 1
+    assert st["spans_split"] == pytest.approx(1 / 3)
+    assert st["expansion"] == pytest.approx(45 / 160)
+    st = chunk_statistics(chunks_table(), TOKENS, SPANS.clear(), CORPUS)
+    assert math.isnan(st["spans_split"]) and st["spans_counted"] == 0
+
+
+def test_sentence_chunker_never_cuts_mid_sentence():
+    ds = Dataset("tiny", CORPUS, pl.DataFrame(), pl.DataFrame(), SPANS, "fp")
+    chunks = chunk_corpus(ds, SentenceChunker(window=1, prefix="none"))
+    tokens = {c: 1 for c in chunks["chunk_id"]}
+    st = chunk_statistics(chunks, tokens, SPANS, CORPUS)
+    assert st["chunk_count"] == 5
+    assert st["chunks_cut_mid_sentence"] == 0.0
+    # A[10,30) and B[0,10) lie inside one sentence; A[50,60) crosses the boundary at 58/59: split
+    assert st["spans_split"] == pytest.approx(1 / 3)
+    assert st["expansion"] == pytest.approx((30 + 27 + 41 + 20 + 39) / 160)  # the separating spaces are dropped
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match="token_counts lacks 1 chunk id.*c5"):
+        chunk_statistics(chunks_table(), {k: v for k, v in TOKENS.items() if k != "c5"}, SPANS, CORPUS)
+    with pytest.raises(ValueError, match="absent from the corpus.*'B'"):
+        chunk_statistics(chunks_table(), TOKENS, SPANS, CORPUS.filter(pl.col("doc_id") == "A"))
+    with pytest.raises(ValueError, match="no chunks"):
+        chunk_statistics(chunks_table([]), TOKENS, SPANS, CORPUS)

@@ -1,0 +1,72 @@
+"""Sweep config: validation with file:line errors, stable ids, the grid, and preflight before heavy work."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import DEMO, write_config
+from ragbench.config import load_config
+from ragbench.errors import ConfigError, ModelError
+from ragbench.sweep import preflight
+
+BASE = f"""name: t
+dataset:
+  path: {DEMO}
+chunkers:
+  - kind: whole
+  - kind: fixed
+    size: 64
+    overlap: 16
+embedders:
+  - model: all-MiniLM-L6-v2
+  - model: static-retrieval-m2v
+retrievers:
+  - kind: bm25
+  - kind: dense
+    exact: true
+"""
+
+
+def test_grid_and_stable_ids(tmp_path):
+    cfg = load_config(write_config(tmp_path / "a.yaml", BASE))
+    grid = cfg.expand()
+    # 2 chunkers x (bm25 + dense x 2 embedders)
+    assert len(grid) == 2 * (1 + 2)
+    assert len({c.config_id for c in grid}) == len(grid)
+    again = load_config(write_config(tmp_path / "b.yaml", BASE.replace("name: t", "name: other")))
+    assert [c.config_id for c in again.expand()] == [c.config_id for c in grid]  # id = hash of the spec only
+    assert all(c.embedder is None for c in grid if c.retriever.kind == "bm25")
+
+
+def test_overlap_not_below_size_names_file_and_line(tmp_path):
+    path = write_config(tmp_path / "bad.yaml", BASE.replace("overlap: 16", "overlap: 64"))
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    msg = str(e.value)
+    assert f"{path}:6: chunkers.1:" in msg and "overlap (64) must be smaller than size (64)" in msg
+
+
+def test_unknown_field_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match=r"bad.yaml:\d+: chunkers.0.colour: Extra inputs are not permitted"):
+        load_config(write_config(tmp_path / "bad.yaml", BASE.replace("  - kind: whole", "  - kind: whole\n    colour: red")))
+    with pytest.raises(ConfigError, match=r"broken.yaml:\d+: invalid YAML: expected ',' or ']'"):
+        load_config(write_config(tmp_path / "broken.yaml", "name: t\ndataset: [unclosed\n"))
+    with pytest.raises(ConfigError, match="dense retriever needs at least one entry under 'embedders'"):
+        load_config(write_config(tmp_path / "noemb.yaml", BASE.split("embedders:")[0] +
+                                 "retrievers:\n  - kind: dense\n"))
+
+
+def test_unknown_model_fails_in_preflight(tmp_path):
+    cfg = load_config(write_config(tmp_path / "m.yaml", BASE.replace("static-retrieval-m2v", "no-such/model-xyz")))
+    with pytest.raises(ModelError, match=r"unknown model 'no-such/model-xyz'.*offline"):
+        preflight(cfg)
+
+
+def test_dataset_path_resolves_against_config_file(tmp_path):
+    sub = tmp_path / "configs"
+    sub.mkdir()
+    rel = os.path.relpath(DEMO, sub)
+    cfg = load_config(write_config(sub / "rel.yaml", BASE.replace(str(DEMO), rel)))
+    assert cfg.dataset.path.resolve() == DEMO.resolve()

@@ -1,0 +1,88 @@
+"""Qdrant index (embedded Edge engine and qdrant-client) and the content-addressed cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ragbench.cache import VectorCache, atomic_write_parquet
+from ragbench.config import EmbedderSpec
+from ragbench.embedding import embed_texts
+from ragbench.errors import IndexMismatchError
+from ragbench.index import ClientIndex, CollectionMeta, EdgeIndex
+
+
+def _data(n=300, dim=16, seed=0):
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(8, dim))  # clustered, low-rank data (HNSW's realistic case, not uniform noise)
+    x = base[rng.integers(0, 8, n)] + 0.3 * rng.normal(size=(n, dim))
+    return x.astype(np.float32)
+
+
+def _meta(name, n, dim, model="m@1"):
+    return CollectionMeta(name=name, model_key=model, dim=dim, distance="cosine", count=n, hnsw_m=16,
+                          ef_construct=100, full_scan_threshold_kb=1)
+
+
+def _brute_force(x, q, k):
+    xn = x / np.linalg.norm(x, axis=1, keepdims=True)
+    qn = q / np.linalg.norm(q, axis=1, keepdims=True)
+    return np.argsort(-(qn @ xn.T), axis=1)[:, :k]
+
+
+@pytest.mark.parametrize("engine", ["edge", "client"])
+def test_exact_search_matches_numpy_and_refuses_other_models(tmp_path, engine):
+    x, q = _data(), _data(20, seed=1)
+    index = EdgeIndex(tmp_path) if engine == "edge" else ClientIndex(":memory:")
+    payloads = [{"chunk_id": f"c{i}", "doc_id": f"d{i // 3}"} for i in range(len(x))]
+    assert index.ensure(_meta("col", len(x), 16), x, payloads) is True
+    assert index.ensure(_meta("col", len(x), 16), x, payloads) is False  # complete: reused, not rebuilt
+    hits = index.search("col", q, "m@1", 10, exact=True)
+    np.testing.assert_array_equal(np.stack(hits.ids), _brute_force(x, q, 10))
+    assert all(np.all(np.diff(s) <= 1e-6) for s in hits.scores)
+    with pytest.raises(IndexMismatchError, match="holds vectors of m@1; refusing to search it with vectors of m@2"):
+        index.search("col", q, "m@2", 10)
+    with pytest.raises(IndexMismatchError, match="dimension"):
+        index.search("col", q[:, :8], "m@1", 10)
+
+
+def test_edge_hnsw_is_real_and_an_incomplete_collection_is_rebuilt(tmp_path):
+    x, q = _data(2000, 32), _data(50, 32, seed=3)
+    index = EdgeIndex(tmp_path)
+    index.ensure(_meta("col", len(x), 32), x, [{} for _ in x])
+    exact = np.stack(index.search("col", q, "m@1", 10, exact=True).ids)
+    approx = index.search("col", q, "m@1", 10, hnsw_ef=64).ids
+    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, exact)])
+    assert recall > 0.8
+    index.close()
+    (tmp_path / "qdrant-edge" / "col" / "ragbench.json").unlink()  # as if killed before the completion marker
+    fresh = EdgeIndex(tmp_path)
+    with pytest.raises(IndexMismatchError, match="does not exist or is incomplete"):
+        fresh.search("col", q, "m@1", 10)
+    assert fresh.ensure(_meta("col", len(x), 32), x, [{} for _ in x]) is True
+
+
+def test_atomic_writes_leave_no_partial_file(tmp_path):
+    import pyarrow as pa
+
+    path = tmp_path / "t.parquet"
+    atomic_write_parquet(pa.table({"a": [1, 2]}), path)
+    assert pq.read_table(path).num_rows == 2 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_vector_cache_embeds_each_text_once_across_calls_and_roles(tmp_path):
+    cache = VectorCache(tmp_path, segment_rows=4)
+    spec = EmbedderSpec(model="all-MiniLM-L6-v2")
+    texts = [f"text number {i}" for i in range(10)] + ["text number 1"]  # one duplicate
+    v1, s1 = embed_texts(texts, spec, "document", cache, segment_rows=4)
+    assert (s1.requested, s1.unique, s1.cached, s1.computed) == (11, 10, 0, 10)
+    assert len(list((cache.root).rglob("seg-*.parquet"))) == 3  # 4 + 4 + 2: each segment written on its own
+    v2, s2 = embed_texts(texts[:5] + ["a new one"], spec, "document", cache)
+    assert (s2.cached, s2.computed) == (5, 1)
+    np.testing.assert_allclose(v2[:5], v1[:5])
+    _, s3 = embed_texts(texts[:2], spec, "query", cache)  # another role is another key
+    assert s3.computed == 2
+    (cache.root / "junk.parquet.tmp").write_bytes(b"half written")  # a killed writer's leftover is never read
+    _, s4 = embed_texts(texts, spec, "document", cache)
+    assert s4.computed == 0

@@ -1,0 +1,215 @@
+"""Span-aware judging on a tiny corpus with hand-computed expectations.
+
+Corpus (character offsets ``[start, end)``)::
+
+    doc A (100 chars)   spans: q1 A[10,30) rel 2, q2 A[50,60) rel 1
+        c1 A[0,40)   c2 A[30,70)   c3 A[59,100)     (c1/c2 overlap by 10, c2/c3 by 11)
+    doc B (60 chars)    span:  q1 B[0,10) rel 1  (split across c4 and c5)
+        c4 B[0,5)    c5 B[5,60)
+
+    tokens: c1 10, c2 10, c3 10, c4 2, c5 20
+    run q1: c1, c2, c5, c4, c3      run q2: c3, c2      run q3 (no spans): c1
+"""
+
+from __future__ import annotations
+
+import math
+
+import polars as pl
+import pytest
+
+from ragbench.chunking import CHUNK_SCHEMA, FixedChunker, chunk_corpus
+from ragbench.datasets import SPANS_SCHEMA
+from ragbench.metrics import Measure
+from ragbench.models import count_tokens
+from ragbench.retrieval import RUN_SCHEMA
+from ragbench.spans import (budget_metrics, chunk_level_run_metrics, chunk_relevance, merge_intervals, merge_spans,
+                            span_metrics, union_length)
+
+DOC_A = "Rivers carry water to the sea. Most rivers start in hills. Some rivers dry up in summer and returns."
+DOC_B = "Bridges span rivers. The oldest bridge here is from 1820 AD."
+DOCS = {"A": DOC_A, "B": DOC_B}
+CHUNKS = [("c1", "A", 0, 40), ("c2", "A", 30, 70), ("c3", "A", 59, 100), ("c4", "B", 0, 5), ("c5", "B", 5, 60)]
+TOKENS = {"c1": 10, "c2": 10, "c3": 10, "c4": 2, "c5": 20}
+QIDS = ["q1", "q2", "q3"]
+
+
+def chunks_table() -> pl.DataFrame:
+    return pl.DataFrame([(c, d, i, s, e, DOCS[d][s:e], DOCS[d][s:e]) for i, (c, d, s, e) in enumerate(CHUNKS)],
+                        schema=CHUNK_SCHEMA, orient="row")
+
+
+def spans_table(rows=(("q1", "A", 10, 30, 2), ("q1", "B", 0, 10, 1), ("q2", "A", 50, 60, 1))) -> pl.DataFrame:
+    return pl.DataFrame(list(rows), schema=SPANS_SCHEMA, orient="row")
+
+
+def run_table(ranking: dict[str, list[str]]) -> pl.DataFrame:
+    doc = {c: d for c, d, _, _ in CHUNKS}
+    rows = [(q, r, c, doc[c], 1.0 / r) for q, cs in ranking.items() for r, c in enumerate(cs, 1)]
+    return pl.DataFrame(rows, schema=RUN_SCHEMA, orient="row")
+
+
+RUN = run_table({"q1": ["c1", "c2", "c5", "c4", "c3"], "q2": ["c3", "c2"], "q3": ["c1"]})
+
+
+def values(table: pl.DataFrame) -> dict[tuple[str, str], float]:
+    return {(q, m): v for q, m, v in table.iter_rows()}
+
+
+def test_fixture_lengths_used_in_the_hand_computations():
+    assert len(DOC_A) == 100 and len(DOC_B) == 60
+
+
+def test_interval_helpers():
+    s, e = merge_intervals([30, 0, 70, 5], [40, 10, 80, 32])
+    assert s.tolist() == [0, 70] and e.tolist() == [40, 80]
+    assert union_length([0, 10], [10, 20]) == 20  # touching
+    assert union_length([], []) == 0
+
+
+def test_chunk_relevance():
+    rel = chunk_relevance(chunks_table(), spans_table())
+    got = {(q, c): (o, cont, r) for q, c, o, cont, r in rel.iter_rows()}
+    assert got == {
+        ("q1", "c1"): (20, True, 2),   # holds A[10,30) whole
+        ("q1", "c4"): (5, False, 1),   # B[0,5) of B[0,10)
+        ("q1", "c5"): (5, False, 1),   # B[5,10)
+        ("q2", "c2"): (10, True, 1),   # A[30,70) holds A[50,60)
+        ("q2", "c3"): (1, False, 1),   # A[59,60): one character
+    }  # c2 touches q1's A[10,30) only at its end offset 30: no overlap
+
+
+def test_overlapping_spans_are_merged_not_double_counted():
+    spans = spans_table([("q1", "A", 10, 30, 1), ("q1", "A", 20, 35, 2), ("q1", "A", 35, 38, 1)])
+    merged = merge_spans(spans)
+    assert merged.select("start", "end", "relevance").rows() == [(10, 38, 2)]
+    rel = {c: o for _, c, o, _, _ in chunk_relevance(chunks_table(), spans).iter_rows()}
+    assert rel == {"c1": 28, "c2": 8}
+
+
+def test_span_metrics_hand_computed():
+    v = values(span_metrics(RUN, chunks_table(), spans_table(), [1, 2, 3, 5], query_ids=QIDS))
+    # q1: E = A[10,30) + B[0,10) = 30 chars
+    # k=1: R = A[0,40) (40); E∩R = 20
+    assert v["q1", "span_recall@1"] == pytest.approx(20 / 30)
+    assert v["q1", "span_precision@1"] == pytest.approx(20 / 40)
+    assert v["q1", "span_iou@1"] == pytest.approx(20 / (30 + 40 - 20))
+    assert v["q1", "span_contained@1"] == pytest.approx(1 / 2)
+    # k=2: R = A[0,70) = 70 (the overlap [30,40) counted once)
+    assert v["q1", "span_recall@2"] == pytest.approx(20 / 30)
+    assert v["q1", "span_precision@2"] == pytest.approx(20 / 70)
+    assert v["q1", "span_iou@2"] == pytest.approx(20 / 80)
+    # k=3: + B[5,60): R = 125, E∩R = 25
+    assert v["q1", "span_recall@3"] == pytest.approx(25 / 30)
+    assert v["q1", "span_precision@3"] == pytest.approx(25 / 125)
+    assert v["q1", "span_iou@3"] == pytest.approx(25 / 130)
+    assert v["q1", "span_contained@3"] == pytest.approx(1 / 2)
+    # k=5: everything (160 chars); B[0,10) is split over c4 and c5, so still not contained
+    assert v["q1", "span_recall@5"] == 1.0
+    assert v["q1", "span_precision@5"] == pytest.approx(30 / 160)
+    assert v["q1", "span_iou@5"] == pytest.approx(30 / 160)
+    assert v["q1", "span_contained@5"] == pytest.approx(1 / 2)
+    # q2: E = A[50,60); k=1: R = A[59,100) (41), one shared character
+    assert v["q2", "span_recall@1"] == pytest.approx(1 / 10)
+    assert v["q2", "span_precision@1"] == pytest.approx(1 / 41)
+    assert v["q2", "span_iou@1"] == pytest.approx(1 / 50)
+    assert v["q2", "span_contained@1"] == 0.0
+    # k=2: R = A[30,100) = 70; only two chunks retrieved, so k=5 equals k=2
+    for k in (2, 5):
+        assert v["q2", f"span_recall@{k}"] == 1.0
+        assert v["q2", f"span_precision@{k}"] == pytest.approx(10 / 70)
+        assert v["q2", f"span_iou@{k}"] == pytest.approx(10 / 70)
+        assert v["q2", f"span_contained@{k}"] == 1.0
+    # q3 has no spans: NaN for every measure, never 0 or 1
+    q3 = [val for (q, _), val in v.items() if q == "q3"]
+    assert len(q3) == 16 and all(math.isnan(x) for x in q3)
+
+
+def test_labelled_query_missing_from_run_scores_zero():
+    run = RUN.filter(pl.col("query_id") != "q2")
+    v = values(span_metrics(run, chunks_table(), spans_table(), [5], query_ids=QIDS))
+    assert [v["q2", f"{m}@5"] for m in ("span_recall", "span_precision", "span_iou", "span_contained")] == [0.0] * 4
+
+
+def test_budget_metrics_cut_the_chunk_at_the_budget_edge():
+    budgets = [5, 15, 17, 30, 42, 100]
+    v = values(budget_metrics(RUN, chunks_table(), spans_table(), budgets, TOKENS, query_ids=QIDS))
+    # q1 ranks c1(10 tok, A[0,40)), c2(10, A[30,70)), c5(20, B[5,60)), c4(2), c3(10); E = 30 chars
+    expected_q1 = {
+        5: (10 / 30, 1),   # c1 cut to 5/10 of 40 chars = A[0,20): A[10,20) of evidence
+        15: (20 / 30, 2),  # c1 whole + c2 cut to A[30,50): no more evidence
+        17: (20 / 30, 2),  # c2 cut to 28 chars
+        30: (25 / 30, 3),  # c1, c2 whole; c5 cut to 55*10//20 = 27 chars = B[5,32): B[5,10) of evidence
+        42: (1.0, 4),      # exactly full after c4: nothing cut
+        100: (1.0, 5),
+    }
+    for n, (recall, count) in expected_q1.items():
+        assert v["q1", f"evidence_recall@{n}tok"] == pytest.approx(recall), n
+        assert v["q1", f"chunks_in_budget@{n}tok"] == count, n
+    # q2 ranks c3(10, A[59,100)), c2(10, A[30,70)); E = A[50,60)
+    expected_q2 = {5: (1 / 10, 1), 15: (1 / 10, 2), 17: (9 / 10, 2), 30: (1.0, 2), 42: (1.0, 2), 100: (1.0, 2)}
+    for n, (recall, count) in expected_q2.items():
+        assert v["q2", f"evidence_recall@{n}tok"] == pytest.approx(recall), n
+        assert v["q2", f"chunks_in_budget@{n}tok"] == count, n
+    assert all(math.isnan(val) for (q, _), val in v.items() if q == "q3")
+
+
+def test_budget_cut_exactly_at_token_offsets_with_a_real_tokenizer():
+    text = "extraordinary wonderful dog ran home"
+    chunks = pl.DataFrame([("x", "D", 0, 0, len(text), text, text)], schema=CHUNK_SCHEMA, orient="row")
+    start = text.index("dog")  # [24, 27)
+    spans = spans_table([("q", "D", start, start + 3, 1)])
+    run = pl.DataFrame([("q", 1, "x", "D", 1.0)], schema=RUN_SCHEMA, orient="row")
+    (n_tok,) = count_tokens([text], "all-MiniLM-L6-v2")
+    assert n_tok == 5  # one token per word
+    tc = {"x": n_tok}
+    exact = values(budget_metrics(run, chunks, spans, [2, 3], tc, tokenizer="all-MiniLM-L6-v2"))
+    assert exact["q", "evidence_recall@2tok"] == 0.0   # "extraordinary wonderful"
+    assert exact["q", "evidence_recall@3tok"] == 1.0   # "... dog": cut at the end of the 3rd token
+    # proportional: 3/5 of 35 chars = 21 chars, which stops inside "wonderful": no evidence
+    approx = values(budget_metrics(run, chunks, spans, [3, 4], tc))
+    assert approx["q", "evidence_recall@3tok"] == 0.0
+    assert approx["q", "evidence_recall@4tok"] == 1.0  # 28 chars
+
+
+def test_chunk_level_rank_metrics_reuse_metrics_module():
+    ms = [Measure("recall", 1), Measure("recall", 3), Measure("mrr", 10), Measure("ndcg", 3)]
+    v = values(chunk_level_run_metrics(RUN, chunks_table(), spans_table(), ms, query_ids=QIDS))
+    # q1: relevant c1 (2), c4 (1), c5 (1); ranking c1, c2, c5, c4, c3 -> labels 2, 0, 1, 1, 0
+    assert v["q1", "chunk_recall@1"] == pytest.approx(1 / 3)
+    assert v["q1", "chunk_recall@3"] == pytest.approx(2 / 3)
+    assert v["q1", "chunk_mrr@10"] == 1.0
+    dcg = 3 + 0 + 1 / math.log2(4)
+    idcg = 3 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert v["q1", "chunk_ndcg@3"] == pytest.approx(dcg / idcg)
+    # q2: relevant c2, c3 (both overlap A[50,60)); ranking c3, c2
+    assert v["q2", "chunk_recall@1"] == pytest.approx(1 / 2)
+    assert v["q2", "chunk_mrr@10"] == 1.0
+    assert all(math.isnan(v["q3", f"chunk_{m}"]) for m in map(str, ms))
+
+
+def test_bad_input_is_named():
+    stray = run_table({"q1": ["c1"]}).with_columns(pl.lit("zz").alias("chunk_id"))
+    with pytest.raises(ValueError, match="absent from the chunks table.*zz"):
+        span_metrics(stray, chunks_table(), spans_table(), [1])
+    with pytest.raises(ValueError, match="token_counts lacks 1 .*c4"):
+        budget_metrics(RUN, chunks_table(), spans_table(), [10], {k: v for k, v in TOKENS.items() if k != "c4"})
+    with pytest.raises(ValueError, match="cutoffs must be"):
+        span_metrics(RUN, chunks_table(), spans_table(), [0])
+    with pytest.raises(ValueError, match="lacks column"):
+        span_metrics(RUN.drop("rank"), chunks_table(), spans_table(), [1])
+
+
+def test_real_chunker_output_and_fixed_chunker_spans():
+    """Whole-pipeline sanity on real chunker output: every span is covered when the whole run is retrieved."""
+    from ragbench.datasets import CORPUS_SCHEMA, Dataset
+
+    corpus = pl.DataFrame([("A", "", DOC_A, "{}"), ("B", "", DOC_B, "{}")], schema=CORPUS_SCHEMA, orient="row")
+    ds = Dataset("tiny", corpus, pl.DataFrame(), pl.DataFrame(), spans_table(), "fp")
+    chunks = chunk_corpus(ds, FixedChunker(size=4, overlap=1, prefix="none"))
+    ranking = {q: chunks["chunk_id"].to_list() for q in ("q1", "q2")}
+    run = pl.DataFrame([(q, r, c, d, 0.0) for q, cs in ranking.items()
+                        for r, (c, d) in enumerate(zip(cs, chunks["doc_id"]), 1)], schema=RUN_SCHEMA, orient="row")
+    v = values(span_metrics(run, chunks, spans_table(), [chunks.height]))
+    assert v["q1", f"span_recall@{chunks.height}"] == 1.0
+    assert v["q2", f"span_recall@{chunks.height}"] == 1.0

@@ -1,0 +1,122 @@
+"""End to end on the demo set through the real stack: packaged model, Qdrant Edge, DuckDB file, MLflow store."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from conftest import DEMO, SCIFACT, requires_scifact, write_config
+from ragbench.cli import app
+from ragbench.config import load_config
+from ragbench.sweep import run_sweep
+
+DEMO_SWEEP = f"""name: demo-test
+dataset:
+  path: {DEMO}
+  queries: all
+chunkers:
+  - kind: whole
+  - kind: markdown
+    prefix: breadcrumb
+    max_tokens: 200
+embedders:
+  - model: all-MiniLM-L6-v2
+retrievers:
+  - kind: bm25
+  - kind: dense
+    exact: true
+metrics:
+  cutoffs: [1, 5, 10]
+"""
+
+
+@pytest.fixture
+def demo_cfg(tmp_path):
+    return write_config(tmp_path / "demo.yaml", DEMO_SWEEP)
+
+
+def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, demo_cfg):
+    cfg = load_config(demo_cfg)
+    first = run_sweep(cfg)
+    assert first.n_failed == 0 and len(first.outcomes) == 4
+    assert first.vectors_computed > 0
+    for o in first.outcomes:
+        assert 0 < o.metrics["ndcg@10"] <= 1 and o.n_unlabelled == 2  # the two unanswerable demo queries
+
+    con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
+    n_q = con.execute("SELECT count(DISTINCT query_id) FROM query_metrics WHERE sweep_id = ?",
+                      [first.sweep_id]).fetchall()[0][0]
+    assert n_q == 34
+    dup = con.execute("SELECT count(*) FROM (SELECT config_id, query_id, rank, count(*) c FROM rankings "
+                      "GROUP BY ALL HAVING c > 1)").fetchall()[0][0]
+    assert dup == 0
+    nan_rows = con.execute("SELECT count(*) FROM query_metrics WHERE isnan(value) AND measure = 'recall@10'")\
+        .fetchall()[0][0]
+    assert nan_rows == 4 * 2  # NaN stored per unlabelled query, per config; never 1.0
+    fp = con.execute("SELECT DISTINCT dataset_fingerprint FROM configs").fetchall()
+    assert fp == [(first.dataset_fingerprint,)]
+    con.close()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("ragbench/demo-test")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("ragbench.kind") == "sweep"]
+    children = [r for r in runs if r.data.tags.get("ragbench.kind") == "config"]
+    assert len(parents) == 1 and len(children) == 4
+    child = children[0]
+    assert child.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+    assert "ndcg_at_10" in child.data.metrics and "chunker.kind" in child.data.params
+    assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.parquet", "rankings.parquet"}
+
+    second = run_sweep(cfg)  # unchanged sweep: a new sweep record, but nothing is re-embedded
+    assert second.sweep_id != first.sweep_id
+    assert second.vectors_computed == 0
+    assert {o.config_id: o.metrics["ndcg@10"] for o in second.outcomes} == \
+        {o.config_id: o.metrics["ndcg@10"] for o in first.outcomes}
+
+
+def test_changing_only_retrieval_settings_reembeds_nothing(home, demo_cfg, tmp_path):
+    run_sweep(load_config(demo_cfg))
+    changed = write_config(tmp_path / "k.yaml", DEMO_SWEEP.replace("exact: true", "exact: false\n    hnsw_ef: 32")
+                           .replace("cutoffs: [1, 5, 10]", "cutoffs: [3, 10, 20]"))
+    result = run_sweep(load_config(changed))
+    assert result.vectors_computed == 0 and result.n_failed == 0
+
+
+def test_cli_json_output_for_scripts(home, demo_cfg):
+    res = CliRunner().invoke(app, ["sweep", str(demo_cfg), "--orchestrator", "local", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 4
+    for r in rows:
+        assert set(r) >= {"config_id", "name", "spec", "metrics", "n_queries", "n_unlabelled"}
+        assert r["n_queries"] == 34 and r["n_unlabelled"] == 2 and not math.isnan(r["metrics"]["ndcg@10"])
+
+
+def test_cli_bad_config_exits_2_with_file_and_line(home, tmp_path):
+    bad = write_config(tmp_path / "bad.yaml", DEMO_SWEEP.replace("max_tokens: 200", "max_tokens: -3"))
+    res = CliRunner().invoke(app, ["sweep", str(bad), "--orchestrator", "local"])
+    assert res.exit_code == 2
+    assert "bad.yaml:9: chunkers.1.max_tokens: Input should be greater than 0" in res.output
+    assert not (home / "results.duckdb").exists()  # rejected before any work
+
+
+@requires_scifact()
+def test_scifact_slice_bm25_and_dense(home, tmp_path):
+    cfg = write_config(tmp_path / "sf.yaml", f"""name: sf-slice
+dataset: {{path: {SCIFACT}, max_queries: 40, max_docs: 300, seed: 3}}
+chunkers: [{{kind: whole}}]
+embedders: [{{model: all-MiniLM-L6-v2}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+output: {{mlflow: false}}
+""")
+    result = run_sweep(load_config(cfg))
+    scores = {o.spec["retriever"]["kind"]: o.metrics["ndcg@10"] for o in result.outcomes}
+    # a 300-doc slice is far easier than the full corpus: both retrievers must do well above the full-corpus score
+    assert scores["bm25"] > 0.7 and scores["dense"] > 0.65
