@@ -185,12 +185,15 @@ class MetricsSpec(_Spec):
     cutoffs: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
     gain: Literal["exponential", "linear"] = "exponential"
     primary: str = "ndcg@10"
+    spans: bool = Field(True, description="span-level and budget-matched metrics when the dataset has span labels")
+    budgets: tuple[int, ...] = Field((256, 512, 1024, 2048), description="context budgets in tokens (tokenizer "
+                                     "of the embedder) for evidence_recall@{N}tok")
 
-    @field_validator("cutoffs")
+    @field_validator("cutoffs", "budgets")
     @classmethod
     def _positive(cls, v):
         if not v or any(k <= 0 for k in v):
-            raise ValueError("cutoffs must be positive integers")
+            raise ValueError("must be a non-empty list of positive integers")
         return tuple(sorted(set(v)))
 
 

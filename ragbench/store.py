@@ -35,12 +35,14 @@ CREATE TABLE IF NOT EXISTS config_metrics (
     sweep_id VARCHAR, config_id VARCHAR, measure VARCHAR, mean DOUBLE, n INTEGER, n_unlabelled INTEGER);
 CREATE TABLE IF NOT EXISTS query_metrics (
     sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, query_class VARCHAR, measure VARCHAR, value DOUBLE);
+CREATE TABLE IF NOT EXISTS chunk_stats (
+    sweep_id VARCHAR, config_id VARCHAR, stat VARCHAR, value DOUBLE);
 CREATE TABLE IF NOT EXISTS rankings (
     sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, rank INTEGER, chunk_id VARCHAR, doc_id VARCHAR,
     score DOUBLE);
 """
 
-PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings")
+PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats")
 
 
 def _now() -> datetime:
@@ -127,13 +129,17 @@ class ResultStore:
 
     def write_config(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str, *,
                      metrics: pl.DataFrame, per_query: pl.DataFrame, rankings: pl.DataFrame, n_queries: int,
-                     n_unlabelled: int, ms_per_query: float | None, mlflow_run_id: str | None) -> None:
+                     n_unlabelled: int, ms_per_query: float | None, mlflow_run_id: str | None,
+                     chunk_stats: dict[str, float] | None = None) -> None:
         """Replace this config's rows (all tables) in one transaction: complete or absent, never doubled."""
         key = {"sweep_id": sweep_id, "config_id": config_id}
         tables = {
             "config_metrics": metrics.select("measure", "mean", "n", "n_unlabelled"),
             "query_metrics": per_query.select("query_id", "query_class", "measure", "value"),
             "rankings": rankings.select("query_id", "rank", "chunk_id", "doc_id", "score"),
+            "chunk_stats": pl.DataFrame({"stat": list((chunk_stats or {}).keys()),
+                                         "value": list((chunk_stats or {}).values())},
+                                        schema={"stat": pl.String, "value": pl.Float64}),
         }
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")

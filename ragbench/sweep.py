@@ -25,10 +25,13 @@ from .embedding import embed_texts, model_key
 from .errors import DatasetError, RagbenchError
 from .hashing import stable_hash
 from .index import CollectionMeta, collection_name, open_index
+from .chunkstats import chunk_statistics
 from .judging import document_run
 from .metrics import aggregate, evaluate_per_query, measures_from_spec
+from .models import count_tokens
 from .progress import log
 from .retrieval import BM25Index, run_from_hits, timed
+from .spans import budget_metrics, chunk_level_run_metrics, span_metrics
 from .store import ResultStore
 from .tracking import flatten, open_tracker
 
@@ -120,10 +123,28 @@ def retrieve_stage(cfg: RunConfig, ds: Dataset, chunks: pl.DataFrame, *, index=N
     return run_from_hits(qids, chunks, hits.ids, hits.scores), secs
 
 
-def evaluate_stage(ds: Dataset, chunk_run: pl.DataFrame, measures) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-query values (with query class) and their aggregate."""
-    per_query = evaluate_per_query(document_run(chunk_run), ds.qrels, ds.queries["query_id"].to_list(), measures)
-    per_query = per_query.join(ds.queries.select("query_id", "query_class"), on="query_id", how="left")
+def context_tokenizer(cfg: RunConfig) -> str:
+    """The tokenizer that measures context budgets: the embedder's, else the chunker's, else MiniLM's."""
+    return cfg.embedder.model if cfg.embedder else getattr(cfg.chunker, "tokenizer", "all-MiniLM-L6-v2")
+
+
+def evaluate_stage(ds: Dataset, chunk_run: pl.DataFrame, measures, *, chunks: pl.DataFrame | None = None,
+                   metrics_spec=None, token_counts: dict[str, int] | None = None) -> tuple[pl.DataFrame,
+                                                                                          pl.DataFrame]:
+    """Per-query values (with query class) and their aggregate.
+
+    Document-level rank metrics always; with span labels also span recall/precision/IoU, budget-matched evidence
+    recall and chunk-level rank metrics (chunk relevance from span overlap).
+    """
+    qids = ds.queries["query_id"].to_list()
+    parts = [evaluate_per_query(document_run(chunk_run), ds.qrels, qids, measures)]
+    if chunks is not None and metrics_spec is not None and metrics_spec.spans and ds.spans.height:
+        parts += [span_metrics(chunk_run, chunks, ds.spans, metrics_spec.cutoffs, query_ids=qids),
+                  chunk_level_run_metrics(chunk_run, chunks, ds.spans, measures, query_ids=qids)]
+        if token_counts is not None:
+            parts.append(budget_metrics(chunk_run, chunks, ds.spans, metrics_spec.budgets, token_counts,
+                                        query_ids=qids))
+    per_query = pl.concat(parts).join(ds.queries.select("query_id", "query_class"), on="query_id", how="left")
     return per_query, aggregate(per_query)
 
 
@@ -196,9 +217,14 @@ def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path
         chunks = runner.run(f"chunk-{chunker_label(chunker)}", chunk_stage, ds, chunker, chunk_cache)
         collections: dict[str, str | Exception] = {}
         bm25_indexes: dict[str, BM25Index] = {}
+        per_tokenizer: dict[str, tuple[dict[str, int], dict[str, float]]] = {}
         for cfg_i in mine:
             try:
-                kwargs: dict[str, Any] = {}
+                tok = context_tokenizer(cfg_i)
+                if tok not in per_tokenizer:
+                    counts = dict(zip(chunks["chunk_id"], count_tokens(chunks["text"].to_list(), tok)))
+                    per_tokenizer[tok] = (counts, chunk_statistics(chunks, counts, ds.spans, ds.corpus))
+                kwargs: dict[str, Any] = {"token_counts": per_tokenizer[tok][0], "chunk_stats": per_tokenizer[tok][1]}
                 if cfg_i.retriever.kind == "bm25":
                     key = cfg_i.retriever.spec_id
                     if key not in bm25_indexes:
@@ -241,6 +267,7 @@ def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path
     store.finish_sweep(sweep_id, status)
     if tracker and parent_run:
         try:
+            _log_sweep_plots(tracker, parent_run, outcomes, home)
             tracker.finish_sweep(parent_run, {"configs_failed": n_failed, "configs": len(configs)},
                                  "FINISHED" if n_failed == 0 else "FAILED")
         except Exception as e:
@@ -255,8 +282,10 @@ def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path
 
 def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks: pl.DataFrame, measures, store,
                         tracker, parent_run, sweep_id: str, kwargs: dict) -> ConfigOutcome:
+    token_counts, chunk_stats = kwargs.pop("token_counts"), kwargs.pop("chunk_stats")
     chunk_run, seconds = retrieve_stage(cfg_i, ds, chunks, **kwargs)
-    per_query, agg = evaluate_stage(ds, chunk_run, measures)
+    per_query, agg = evaluate_stage(ds, chunk_run, measures, chunks=chunks, metrics_spec=cfg.metrics,
+                                    token_counts=token_counts)
     n_queries = ds.queries.height
     n_unlabelled = ds.n_unlabelled
     ms = 1000 * seconds / max(n_queries, 1)
@@ -267,17 +296,38 @@ def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks:
             run_id = tracker.log_config(
                 parent_run, sweep_id, cfg_i.config_id, cfg_i.name,
                 flatten({**cfg_i.spec(), "dataset_fingerprint": ds.fingerprint, "config_id": cfg_i.config_id}),
-                {**metrics, "n_queries": n_queries, "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms},
+                {**metrics, **{f"chunkstat_{k}": v for k, v in chunk_stats.items()}, "n_queries": n_queries,
+                 "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms},
                 {"per_query.parquet": per_query, "rankings.parquet": chunk_run})
         except Exception as e:
             log.warning("MLflow: could not log config %s (%s); it is in DuckDB — run `ragbench sync-mlflow` later",
                         cfg_i.name, str(e).splitlines()[0][:200])
     store.write_config(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint, metrics=agg,
                        per_query=per_query, rankings=chunk_run, n_queries=n_queries, n_unlabelled=n_unlabelled,
-                       ms_per_query=ms, mlflow_run_id=run_id)
+                       ms_per_query=ms, mlflow_run_id=run_id, chunk_stats=chunk_stats)
     primary = metrics.get(cfg.metrics.primary, float("nan"))
     log.info("config %s: %s = %.4f", cfg_i.name, cfg.metrics.primary, primary)
     return ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", metrics, n_queries, n_unlabelled)
+
+
+def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome], home: Path) -> None:
+    """Evidence recall vs context budget and recall vs k, one line per config, on the sweep's parent run."""
+    import tempfile
+
+    from .plots import metric_curve
+
+    done = {o.name: o.metrics for o in outcomes if o.status == "finished" and o.metrics}
+    if not done:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [metric_curve(done, "recall@", "", Path(tmp) / "recall_at_k.png", title="Document recall@k",
+                              xlabel="k", logx=True)]
+        if any(k.startswith("evidence_recall@") for m in done.values() for k in m):
+            paths.append(metric_curve(done, "evidence_recall@", "tok", Path(tmp) / "evidence_recall_vs_budget.png",
+                                      title="Evidence recall within a context budget", xlabel="budget (tokens)",
+                                      logx=True))
+        for p in paths:
+            tracker.client.log_artifact(parent_run, str(p), artifact_path="plots")
 
 
 def _with_stored_metrics(store: ResultStore, sweep_id: str, outcomes: list[ConfigOutcome]) -> list[ConfigOutcome]:

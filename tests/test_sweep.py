@@ -57,6 +57,14 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, demo_
     nan_rows = con.execute("SELECT count(*) FROM query_metrics WHERE isnan(value) AND measure = 'recall@10'")\
         .fetchall()[0][0]
     assert nan_rows == 4 * 2  # NaN stored per unlabelled query, per config; never 1.0
+    span_means = dict(con.execute(
+        "SELECT measure, min(mean) FROM config_metrics WHERE measure IN ('span_recall@5', 'evidence_recall@512tok', "
+        "'chunk_ndcg@10') GROUP BY measure").fetchall())
+    assert set(span_means) == {"span_recall@5", "evidence_recall@512tok", "chunk_ndcg@10"}
+    assert all(0 < v <= 1 for v in span_means.values())
+    stats = dict(con.execute("SELECT stat, value FROM chunk_stats WHERE config_id = ?",
+                             [first.outcomes[0].config_id]).fetchall())
+    assert stats["chunk_count"] >= 36 and 0 <= stats["spans_split"] <= 1
     fp = con.execute("SELECT DISTINCT dataset_fingerprint FROM configs").fetchall()
     assert fp == [(first.dataset_fingerprint,)]
     con.close()
@@ -73,6 +81,9 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, demo_
     assert child.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
     assert "ndcg_at_10" in child.data.metrics and "chunker.kind" in child.data.params
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.parquet", "rankings.parquet"}
+    assert "chunkstat_spans_split" in child.data.metrics
+    plots = {a.path for a in client.list_artifacts(parents[0].info.run_id, "plots")}
+    assert plots == {"plots/recall_at_k.png", "plots/evidence_recall_vs_budget.png"}
 
     second = run_sweep(cfg)  # unchanged sweep: a new sweep record, but nothing is re-embedded
     assert second.sweep_id != first.sweep_id
