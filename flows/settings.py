@@ -13,7 +13,7 @@ from pathlib import Path
 def configure_prefect() -> None:
     home = Path(os.environ.get("RAGBENCH_HOME", ".ragbench")).resolve()
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "300")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")

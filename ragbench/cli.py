@@ -126,10 +126,9 @@ def datasets_list(
     console.print(t)
 
 
-def main() -> None:  # pragma: no cover
-    app()
-
-
 from .cli_ops import register as _register_ops  # noqa: E402
 
 _register_ops(app)
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
