@@ -17,19 +17,15 @@ from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from ragbench.config import load_config  # noqa: E402
+from ragbench.retry import is_transient  # noqa: E402
 from ragbench.sweep import SweepResult, run_sweep  # noqa: E402
-
-TRANSIENT = (ConnectionError, TimeoutError)
-
 
 def _retry_transient(task_, task_run, state) -> bool:
     """Retry only errors that a second try can fix (a server timeout), never a bad config or a missing model."""
     try:
         state.result()
-    except TRANSIENT:
-        return True
-    except Exception:
-        return False
+    except Exception as e:
+        return is_transient(e)
     return False
 
 

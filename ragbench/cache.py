@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,30 +81,53 @@ class VectorCache:
         safe = model_key.replace("/", "__")
         return self.root / safe / role
 
-    def _index(self, folder: Path) -> dict[str, tuple[Path, int]]:
-        index: dict[str, tuple[Path, int]] = {}
-        for seg in sorted(folder.glob("seg-*.parquet")):
-            hashes = pq.read_table(seg, columns=["text_hash"]).column(0).to_pylist()
-            for row, h in enumerate(hashes):
-                index.setdefault(h, (seg, row))
-        return index
-
-    def lookup(self, model_key: str, role: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-        """Vectors already cached for ``hashes`` (missing ones are absent from the result)."""
+    def _segments(self, model_key: str, role: str) -> list[Path]:
         folder = self._dir(model_key, role)
-        index = self._index(folder) if folder.is_dir() else {}
-        wanted: dict[Path, list[tuple[int, str]]] = {}
-        for h in set(hashes):
-            if h in index:
-                seg, row = index[h]
-                wanted.setdefault(seg, []).append((row, h))
-        found: dict[str, np.ndarray] = {}
-        for seg, rows in wanted.items():
-            col = pq.read_table(seg, columns=["vector"]).column(0)
-            mat = np.asarray(col.combine_chunks().flatten(), dtype=np.float32).reshape(len(col), -1)
-            for row, h in rows:
-                found[h] = mat[row]
-        return found
+        return sorted(folder.glob("seg-*.parquet")) if folder.is_dir() else []
+
+    def known(self, model_key: str, role: str) -> set[str]:
+        """Hashes already cached (reads only the hash columns)."""
+        out: set[str] = set()
+        for seg in self._segments(model_key, role):
+            out.update(pq.read_table(seg, columns=["text_hash"]).column(0).to_pylist())
+        return out
+
+    def iter_vectors(self, model_key: str, role: str, wanted: set[str]) -> Iterator[tuple[list[str], np.ndarray]]:
+        """Stream ``(hashes, vectors)`` one segment at a time, restricted to ``wanted`` (each hash once).
+
+        Memory stays bounded by the segment size, whatever the corpus size.
+        """
+        remaining = set(wanted)
+        for seg in self._segments(model_key, role):
+            if not remaining:
+                break
+            table = pq.read_table(seg)
+            hashes = table.column("text_hash").to_pylist()
+            rows = [i for i, h in enumerate(hashes) if h in remaining]
+            if not rows:
+                continue
+            col = table.column("vector").combine_chunks()
+            mat = np.asarray(col.flatten(), dtype=np.float32).reshape(len(col), -1)[rows]
+            picked = [hashes[i] for i in rows]
+            remaining.difference_update(picked)
+            yield picked, mat
+
+    def fetch(self, model_key: str, role: str, hashes: list[str]) -> np.ndarray:
+        """A matrix with row i = the vector of ``hashes[i]`` (all must be cached)."""
+        positions: dict[str, list[int]] = {}
+        for i, h in enumerate(hashes):
+            positions.setdefault(h, []).append(i)
+        out: np.ndarray | None = None
+        seen = 0
+        for picked, mat in self.iter_vectors(model_key, role, set(positions)):
+            if out is None:
+                out = np.empty((len(hashes), mat.shape[1]), dtype=np.float32)
+            for h, v in zip(picked, mat):
+                out[positions[h]] = v
+                seen += 1
+        if seen != len(positions):
+            raise KeyError(f"{len(positions) - seen} vectors missing from the cache for {model_key} [{role}]")
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
     def append(self, model_key: str, role: str, hashes: list[str], vectors: np.ndarray) -> None:
         """Store new vectors as one atomic segment."""

@@ -81,6 +81,24 @@ def sweep(
         raise typer.Exit(1)
 
 
+@app.command("sync-mlflow")
+def sync_mlflow_cmd(
+    home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow URI (default $MLFLOW_TRACKING_URI or the "
+                                                             "SQLite store under home)")] = None,
+    sweep: Annotated[Optional[str], typer.Option(help="only this sweep id")] = None,
+) -> None:
+    """Upload to MLflow the results that reached only DuckDB (MLflow was unreachable during the sweep)."""
+    from .sweep import resolve_home
+    from .sync import sync_mlflow
+
+    try:
+        n = sync_mlflow(home or resolve_home(), tracking_uri, sweep)
+    except RagbenchError as e:
+        _fail(e)
+    console.print(f"uploaded {n} config run(s) to MLflow")
+
+
 @datasets_app.command("validate")
 def datasets_validate(
     path: Annotated[Path, typer.Argument(help="dataset folder (BEIR layout) or SQuAD JSON file")],

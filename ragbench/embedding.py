@@ -6,6 +6,7 @@ weights revision, so changing only retrieval settings (k, fusion, reranking) nev
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import numpy as np
@@ -15,6 +16,7 @@ from .config import EmbedderSpec
 from .hashing import text_hash
 from .models import load_sentence_transformer, resolve_model
 from .progress import log, progress
+from .resources import ensure_disk_space
 
 Role = Literal["query", "document"]
 
@@ -25,34 +27,35 @@ def model_key(spec: EmbedderSpec) -> str:
     return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
 
 
-def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache,
-                segment_rows: int = 512) -> tuple[np.ndarray, EmbedStats]:
+def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache, segment_rows: int | None = None,
+                return_vectors: bool = True) -> tuple[np.ndarray | None, EmbedStats]:
     """Vectors for ``texts`` (row i for text i), computing only what the cache lacks.
 
     Missing texts are de-duplicated, sorted by length (less padding per batch), encoded in segments of
     ``segment_rows`` and each segment is stored as soon as it is done, so an interrupted run resumes where it died.
+    With ``return_vectors=False`` nothing is held in memory beyond one segment (the index streams from the cache).
     """
+    segment_rows = segment_rows or int(os.environ.get("RAGBENCH_EMBED_SEGMENT_ROWS", "512"))
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
     key = model_key(spec)
     hashes = [text_hash(prompt + t) for t in texts]
     unique: dict[str, str] = dict(zip(hashes, texts))
-    found = cache.lookup(key, role, unique)
-    missing = sorted((h for h in unique if h not in found), key=lambda h: -len(unique[h]))
+    known = cache.known(key, role)
+    missing = sorted((h for h in unique if h not in known), key=lambda h: -len(unique[h]))
     if missing:
+        ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts")
         model = load_sentence_transformer(spec.model, spec.max_seq_length)
-        label = f"embed {spec.label} [{role}]"
-        with progress(label, len(missing)) as advance:
+        with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
             for i in range(0, len(missing), segment_rows):
                 seg = missing[i:i + segment_rows]
                 vecs = model.encode([unique[h] for h in seg], prompt=prompt or None, batch_size=spec.batch_size,
                                     convert_to_numpy=True, show_progress_bar=False)
                 cache.append(key, role, seg, vecs)
-                found.update(zip(seg, vecs))
                 advance(len(seg))
     stats = EmbedStats(requested=len(texts), unique=len(unique), cached=len(unique) - len(missing),
                        computed=len(missing))
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
              stats.unique, stats.cached, stats.computed)
-    if not texts:
-        return np.zeros((0, 0), dtype=np.float32), stats
-    return np.stack([found[h] for h in hashes]).astype(np.float32, copy=False), stats
+    if not return_vectors:
+        return None, stats
+    return cache.fetch(key, role, hashes), stats

@@ -30,7 +30,6 @@ from rich.text import Text
 
 from .errors import RagbenchError
 from .reporting import resolve_config_id, resolve_sweep_id
-from .serving import load_chunks, load_dataset_checked, parse_config
 from .store import ResultStore
 
 
@@ -100,6 +99,8 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
             home: Path | None = None) -> Explanation:
     """Explain ``query_id`` under one config of a sweep (``sweep_id`` may be ``latest``; config by id, id prefix or
     name). ``home`` (default: the store's folder) holds the chunk cache and the collections."""
+    from .serving import ProductionRetriever, load_chunks, load_dataset_checked, parse_config
+
     if deep <= 0:
         raise RagbenchError(f"deep must be positive, got {deep}")
     sweep_id = resolve_sweep_id(store, sweep_id)
@@ -130,8 +131,6 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     stored_depth = int(parsed.retriever.depth)
     searched_deeper = False
     if not any(d in labels for d in run["doc_id"].head(deep).to_list()) and labels and deep > stored_depth:
-        from .serving import ProductionRetriever
-
         retriever = ProductionRetriever.from_config(spec, sweep["dataset_fingerprint"], home, dataset_spec)
         try:
             run = retriever.search([query["text"]], deep).select("rank", "chunk_id", "doc_id", "score")

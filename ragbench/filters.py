@@ -83,8 +83,9 @@ def parse_filter(spec: Mapping[str, Any]) -> tuple[Condition, ...]:
                 raise ValueError(f"{where}: a range takes {', '.join(_RANGE_OPS)}; got {sorted(map(str, cond))}")
             values = list(cond.values())
             if all(isinstance(v, str) for v in values):
-                bounds = tuple((op, _parse_dt(v, where) and v) for op, v in cond.items())
-                out.append(Condition(field, "range", bounds=bounds, dates=True))
+                for v in values:
+                    _parse_dt(v, where)  # validate now; Qdrant takes the strings as they are
+                out.append(Condition(field, "range", bounds=tuple(cond.items()), dates=True))
             elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
                 out.append(Condition(field, "range", bounds=tuple((op, float(v)) for op, v in cond.items())))
             else:

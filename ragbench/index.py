@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import numpy as np
 from .config import IndexSpec
 from .errors import IndexMismatchError
 from .hashing import stable_hash
+from .locks import file_lock
 
 UPSERT_BATCH = 1024
 
@@ -56,6 +58,16 @@ class Hits:
 
     ids: list[np.ndarray]
     scores: list[np.ndarray]
+
+
+Batch = tuple[np.ndarray, np.ndarray, list[dict]]  # point ids, vectors, payloads
+
+
+def as_batches(vectors: np.ndarray, payloads: list[dict], size: int = UPSERT_BATCH) -> Iterator[Batch]:
+    """Split an in-memory matrix into upsert batches (point id = row number)."""
+    for i in range(0, len(vectors), size):
+        j = min(i + size, len(vectors))
+        yield np.arange(i, j), vectors[i:j], payloads[i:j]
 
 
 def _check(meta: CollectionMeta, model_key: str, dim: int) -> None:
@@ -91,8 +103,17 @@ class EdgeIndex:
                 self._open[name] = EdgeShard.load(str(self.root / name / "shard"))
             return self._open[name]
 
-    def ensure(self, meta: CollectionMeta, vectors: np.ndarray, payloads: list[dict]) -> bool:
-        """Build the collection unless a complete one exists. Returns True when it was built now."""
+    def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
+               payloads: list[dict] | None = None) -> bool:
+        """Build the collection unless a complete one exists. Returns True when it was built now.
+
+        ``batches`` yields ``(ids, vectors, payloads)`` (streamed: memory bounded by one batch), or is a matrix
+        with ``payloads`` alongside. Concurrent builders of one collection wait for each other.
+        """
+        with file_lock(self.root / f".{meta.name}.lock", f"collection {meta.name}", wait_seconds=3600):
+            return self._ensure(meta, batches if payloads is None else as_batches(batches, payloads))
+
+    def _ensure(self, meta: CollectionMeta, batches: Iterable[Batch]) -> bool:
         from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard,
                                  EdgeVectorParams, HnswIndexConfig, Point, UpdateOperation)
 
@@ -111,9 +132,8 @@ class EdgeIndex:
             # one segment, indexed from the first KB: the HNSW graph then covers every point
             optimizers=EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1))
         shard = EdgeShard.create(str(folder / "shard"), config)
-        for i in range(0, len(vectors), UPSERT_BATCH):
-            points = [Point(j, {"dense": vectors[j].tolist()}, payloads[j])
-                      for j in range(i, min(i + UPSERT_BATCH, len(vectors)))]
+        for ids, vectors, payloads in batches:
+            points = [Point(int(i), {"dense": v.tolist()}, p) for i, v, p in zip(ids, vectors, payloads)]
             shard.update(UpdateOperation.upsert_points(points))
         shard.optimize()
         shard.flush()
@@ -171,9 +191,12 @@ class ClientIndex:
         except (KeyError, TypeError):
             return None
 
-    def ensure(self, meta: CollectionMeta, vectors: np.ndarray, payloads: list[dict]) -> bool:
+    def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
+               payloads: list[dict] | None = None) -> bool:
         from qdrant_client import models
 
+        if payloads is not None:
+            batches = as_batches(batches, payloads)
         existing = self.meta(meta.name)
         if existing is not None and self.client.count(meta.name, exact=True).count == meta.count:
             return False
@@ -187,11 +210,10 @@ class ClientIndex:
             hnsw_config=models.HnswConfigDiff(m=meta.hnsw_m, ef_construct=meta.ef_construct,
                                               full_scan_threshold=meta.full_scan_threshold_kb),
             metadata={"ragbench": asdict(meta), "complete": False})
-        for i in range(0, len(vectors), UPSERT_BATCH):
-            idx = range(i, min(i + UPSERT_BATCH, len(vectors)))
+        for ids, vectors, pls in batches:
             self.client.upsert(meta.name, points=[
-                models.PointStruct(id=j, vector={"dense": vectors[j].tolist()}, payload=payloads[j]) for j in idx],
-                wait=True)
+                models.PointStruct(id=int(i), vector={"dense": v.tolist()}, payload=p)
+                for i, v, p in zip(ids, vectors, pls)], wait=True)
         if self.client.count(meta.name, exact=True).count != meta.count:
             raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
         self.client.update_collection(meta.name, metadata={"ragbench": asdict(meta), "complete": True})

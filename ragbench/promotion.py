@@ -298,17 +298,16 @@ def set_collection_alias(home: Path, collection: str | None, alias: str = ALIAS)
 # ---------------------------------------------------------------- MLflow
 @contextmanager
 def _mlflow_at(uri: str):
-    """Point the fluent MLflow API at ``uri`` for the block, then restore what was set."""
+    """Point the fluent MLflow API (which ``pyfunc.log_model`` uses) at ``uri``.
+
+    It is left pointing there afterwards: restoring MLflow's implicit default made later explicit-URI clients read
+    the default store in MLflow 3.17 (registered models then appear missing).
+    """
     import mlflow
 
-    prev_t, prev_r = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
-    try:
-        yield mlflow
-    finally:
-        mlflow.set_tracking_uri(prev_t)
-        mlflow.set_registry_uri(prev_r)
+    yield mlflow
 
 
 def _register_model(home: Path, payload: dict, decision: GateDecision | None, *, model_name: str, tags: dict) -> str:
@@ -427,7 +426,8 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
             con.execute("BEGIN TRANSACTION")
             try:
                 con.execute("UPDATE promotions SET active = false WHERE active")
-                con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, ?)",
+                con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
+                            "?)",
                             [now, sweep_id, config_id, row["name"], json.dumps(spec, sort_keys=True), fp,
                              decision.primary, decision.candidate_mean, decision.p_value, force and not
                              decision.allowed, reason, who, version, collection, model_name, decision.evidence])

@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import html
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -124,7 +123,8 @@ def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
 
 
 def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
-    """A config of the sweep by id, id prefix or exact name; the error lists the sweep's configs."""
+    """A config of the sweep by id, exact name, unique id prefix or unique name substring (case-insensitive); the
+    error lists the sweep's configs."""
     rows = store.query("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sweep_id])
     exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config))
     if exact.height == 1:
@@ -132,6 +132,10 @@ def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
     prefix = rows.filter(pl.col("config_id").str.starts_with(config))
     if prefix.height == 1 and not exact.height:
         return prefix["config_id"][0]
+    part = rows.filter(pl.col("name").str.to_lowercase().str.contains(config.lower(), literal=True))
+    if part.height == 1 and not (exact.height or prefix.height):
+        return part["config_id"][0]
+    prefix = prefix if prefix.height else part
     listing = "; ".join(f"{c} ({n})" for c, n in rows.iter_rows())
     what = "is ambiguous" if (exact.height or prefix.height) else "not found"
     raise RagbenchError(f"config {config!r} {what} in sweep {sweep_id}; its configs: {listing or 'none'}")

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promotion/explain load serving lazily
 from pydantic import TypeAdapter
 
 from .cache import ChunkCache, VectorCache
@@ -214,12 +215,6 @@ def model_payload(spec: dict, dataset_fingerprint: str, home: Path, dataset_spec
             "dataset": dataset_spec, "name": name, "sweep_id": sweep_id, "config_id": config_id, "top_k": top_k}
 
 
-try:  # mlflow is a dependency, but importing it costs seconds: only the pyfunc needs it
-    from mlflow.pyfunc import PythonModel as _PythonModel
-except ImportError:  # pragma: no cover
-    _PythonModel = object
-
-
 class RetrieverModel(_PythonModel):
     """``mlflow.pyfunc`` wrapper: ``predict`` answers queries with the registered configuration.
 
@@ -228,6 +223,10 @@ class RetrieverModel(_PythonModel):
     ``top_k`` documents per query (stored with the model, default 10). ``RAGBENCH_SERVING_HOME`` overrides the
     home recorded at promotion time (the cache and collections must be there).
     """
+
+    # Inputs are validated in ``predict`` (a DataFrame with a ``query`` column, or strings); this tells MLflow not to
+    # wrap ``predict`` for type-hint validation (and not to warn at import that it has no type hints).
+    _skip_type_hint_validation = True
 
     def load_context(self, context) -> None:
         import os

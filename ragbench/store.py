@@ -161,15 +161,15 @@ class ResultStore:
                 raise
 
     def write_config_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
-                             error: str) -> None:
+                             error: str, mlflow_run_id: str | None = None) -> None:
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             for table in PER_CONFIG_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
             con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
-            con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, NULL, NULL, ?)",
+            con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, NULL, ?, ?)",
                         [sweep_id, config_id, name, json.dumps(spec, sort_keys=True), dataset_fingerprint, error,
-                         _now()])
+                         mlflow_run_id, _now()])
             con.execute("COMMIT")
 
     def set_config_mlflow_run(self, sweep_id: str, config_id: str, run_id: str) -> None:
@@ -181,7 +181,7 @@ class ResultStore:
     def query(self, sql: str, params: list | None = None) -> pl.DataFrame:
         """Run SQL read-only and return a polars DataFrame."""
         with self.connect(read_only=True) as con:
-            return pl.from_arrow(con.execute(sql, params or []).to_arrow_table())
+            return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())
 
     def leaderboard(self, sweep_id: str) -> pl.DataFrame:
         """One row per config of the sweep: status, counts, and each measure's mean as a column."""

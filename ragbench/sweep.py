@@ -6,6 +6,7 @@ This is plain Python. ``flows/sweep.py`` runs the same wiring with each stage as
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import traceback
@@ -23,13 +24,16 @@ from .config import RunConfig, SweepConfig, chunker_label
 from .datasets import Dataset, load_dataset
 from .embedding import embed_texts, model_key
 from .errors import DatasetError, RagbenchError
-from .hashing import stable_hash
+from .hashing import stable_hash, text_hash
 from .index import CollectionMeta, collection_name, open_index
+from .locks import file_lock
 from .chunkstats import chunk_statistics
 from .judging import document_run
 from .metrics import aggregate, evaluate_per_query, measures_from_spec
 from .models import count_tokens
 from .progress import log
+from .resources import ensure_disk_space
+from .retry import call_with_retries
 from .retrieval import BM25Index, run_from_hits, timed
 from .spans import budget_metrics, chunk_level_run_metrics, span_metrics
 from .store import ResultStore
@@ -48,10 +52,10 @@ class StageRunner(Protocol):
 
 
 class LocalRunner:
-    """Runs each stage in-process, directly."""
+    """Runs each stage in-process; transient errors (a server timeout) are retried with backoff."""
 
     def run(self, name, fn, /, *args, **kwargs):
-        return fn(*args, **kwargs)
+        return call_with_retries(fn, *args, name=name, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -95,16 +99,42 @@ def chunk_stage(ds: Dataset, chunker, cache: ChunkCache) -> pl.DataFrame:
     return chunks
 
 
-def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame, vectors: np.ndarray,
-                index) -> str:
-    name = collection_name(ds.fingerprint, chunker.spec_id, model_key(embedder), embedder.document_prompt,
-                           index_spec)
-    meta = CollectionMeta(name=name, model_key=model_key(embedder), dim=int(vectors.shape[1]),
-                          distance=index_spec.distance, count=chunks.height, hnsw_m=index_spec.hnsw_m,
-                          ef_construct=index_spec.ef_construct,
+def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache) -> EmbedStats:
+    """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them)."""
+    return embed_texts(chunks["index_text"].to_list(), embedder, "document", cache, return_vectors=False)[1]
+
+
+def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame, cache: VectorCache, index) -> str:
+    """Build (or reuse) the Qdrant collection of ``chunks`` under ``embedder``, streaming vectors from the cache.
+
+    Point id = the chunk's row in ``chunks``; payload = chunk id, doc id and the document's metadata fields.
+    """
+    key = model_key(embedder)
+    name = collection_name(ds.fingerprint, chunker.spec_id, key, embedder.document_prompt, index_spec)
+    hashes = [text_hash(embedder.document_prompt + t) for t in chunks["index_text"].to_list()]
+    rows: dict[str, list[int]] = {}
+    for i, h in enumerate(hashes):
+        rows.setdefault(h, []).append(i)
+    doc_meta = {d: json.loads(m) for d, m in ds.corpus.select("doc_id", "metadata").iter_rows()}
+    chunk_ids, doc_ids = chunks["chunk_id"].to_list(), chunks["doc_id"].to_list()
+
+    def payload(i: int) -> dict:
+        return {**{k: v for k, v in doc_meta.get(doc_ids[i], {}).items() if isinstance(v, (str, int, float, bool))},
+                "chunk_id": chunk_ids[i], "doc_id": doc_ids[i]}
+
+    def batches():
+        for picked, mat in cache.iter_vectors(key, "document", set(rows)):
+            ids = [i for h in picked for i in rows[h]]
+            vecs = np.repeat(mat, [len(rows[h]) for h in picked], axis=0)
+            yield np.array(ids), vecs, [payload(i) for i in ids]
+
+    first = next(cache.iter_vectors(key, "document", {hashes[0]}), None) if hashes else None
+    dim = int(first[1].shape[1]) if first else 0
+    meta = CollectionMeta(name=name, model_key=key, dim=dim, distance=index_spec.distance, count=chunks.height,
+                          hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
                           full_scan_threshold_kb=index_spec.full_scan_threshold_kb)
-    payloads = [{"chunk_id": c, "doc_id": d} for c, d in chunks.select("chunk_id", "doc_id").iter_rows()]
-    (built, seconds) = timed(index.ensure, meta, vectors, payloads)
+    ensure_disk_space(Path(os.environ.get("RAGBENCH_HOME", ".")), chunks.height * dim * 4 * 3, f"index {name}")
+    built, seconds = timed(index.ensure, meta, batches())
     log.info("index %s: %d points, %s", name, chunks.height, f"built in {seconds:.1f} s" if built else "reused")
     return name
 
@@ -124,8 +154,15 @@ def retrieve_stage(cfg: RunConfig, ds: Dataset, chunks: pl.DataFrame, *, index=N
 
 
 def context_tokenizer(cfg: RunConfig) -> str:
-    """The tokenizer that measures context budgets: the embedder's, else the chunker's, else MiniLM's."""
-    return cfg.embedder.model if cfg.embedder else getattr(cfg.chunker, "tokenizer", "all-MiniLM-L6-v2")
+    """The tokenizer that measures context budgets: the embedder's (when it ships a fast tokenizer), else the
+    chunker's, else MiniLM's."""
+    if cfg.embedder:
+        from .models import resolve_model
+
+        path = resolve_model(cfg.embedder.model).path
+        if path is not None and (path / "tokenizer.json").is_file():
+            return cfg.embedder.model
+    return getattr(cfg.chunker, "tokenizer", "all-MiniLM-L6-v2")
 
 
 def evaluate_stage(ds: Dataset, chunk_run: pl.DataFrame, measures, *, chunks: pl.DataFrame | None = None,
@@ -167,117 +204,182 @@ def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path
     """Run (or resume) a sweep and return what every config scored.
 
     A sweep of the same spec on the same data that did not finish is resumed: configs already stored are skipped,
-    chunks and vectors come from the cache. A config that raises is recorded as failed; the others go on.
+    chunks and vectors come from the cache. A config that raises is recorded as failed; the others go on. Two
+    processes never run the same sweep at once: the second fails with a message naming the first.
     """
-    t0 = time.perf_counter()
     preflight(cfg)
-    runner = runner or LocalRunner()
     home = Path(home or resolve_home(cfg))
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("RAGBENCH_HOME", str(home))
-
+    runner = runner or LocalRunner()
     ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset)
-    for w in ds.warnings[:20]:
-        log.warning(w)
-    configs = cfg.expand()
-    store = ResultStore(home / "results.duckdb")
     spec_hash = stable_hash(cfg.canonical())
-    sweep_id = store.find_unfinished_sweep(spec_hash, ds.fingerprint)
-    if sweep_id:
-        log.info("resuming sweep %s", sweep_id)
-    else:
-        sweep_id = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{spec_hash[:6]}"
-        store.begin_sweep(sweep_id, cfg.name, spec_hash, cfg.canonical(), ds.name, ds.fingerprint)
-    done = store.finished_configs(sweep_id)
-    log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,
-             len(configs), len(done & {c.config_id for c in configs}), ds.name, ds.fingerprint, ds.corpus.height,
-             ds.queries.height, ds.n_unlabelled)
+    with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
+        return _Sweep(cfg, ds, home, runner, spec_hash, fail_fast).run()
 
-    tracker = open_tracker(home, cfg.output.experiment or f"ragbench/{cfg.name}", cfg.output.mlflow_tracking_uri) \
-        if cfg.output.mlflow else None
-    parent_run = None
-    if tracker:
-        parent_run = tracker.sweep_run(sweep_id, cfg.name, flatten({"dataset": cfg.dataset.model_dump(mode="json"),
-                                                                   "dataset_fingerprint": ds.fingerprint}))
-        store.set_sweep_mlflow_run(sweep_id, parent_run)
 
-    chunk_cache, vector_cache = ChunkCache(home / "cache"), VectorCache(home / "cache")
-    index = open_index(home)
-    measures = measures_from_spec(cfg.metrics)
-    outcomes: list[ConfigOutcome] = []
-    embed_stats: list[EmbedStats] = []
-    query_vectors: dict[str, np.ndarray] = {}
+class _Sweep:
+    """One execution of a sweep; resources (chunks, BM25 indexes, collections, query vectors) are built lazily,
+    once, and shared by every config that needs them."""
 
-    todo = [c for c in configs if c.config_id not in done]
-    outcomes += [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped") for c in configs if c.config_id in done]
-    for chunker in cfg.chunkers:
-        mine = [c for c in todo if c.chunker == chunker]
-        if not mine:
-            continue
-        chunks = runner.run(f"chunk-{chunker_label(chunker)}", chunk_stage, ds, chunker, chunk_cache)
-        collections: dict[str, str | Exception] = {}
-        bm25_indexes: dict[str, BM25Index] = {}
-        per_tokenizer: dict[str, tuple[dict[str, int], dict[str, float]]] = {}
-        for cfg_i in mine:
-            try:
-                tok = context_tokenizer(cfg_i)
-                if tok not in per_tokenizer:
-                    counts = dict(zip(chunks["chunk_id"], count_tokens(chunks["text"].to_list(), tok)))
-                    per_tokenizer[tok] = (counts, chunk_statistics(chunks, counts, ds.spans, ds.corpus))
-                kwargs: dict[str, Any] = {"token_counts": per_tokenizer[tok][0], "chunk_stats": per_tokenizer[tok][1]}
-                if cfg_i.retriever.kind == "bm25":
-                    key = cfg_i.retriever.spec_id
-                    if key not in bm25_indexes:
-                        bm25_indexes[key] = BM25Index(cfg_i.retriever, chunks["index_text"].to_list())
-                    kwargs["bm25"] = bm25_indexes[key]
-                else:
-                    emb = cfg_i.embedder
-                    if emb.spec_id not in collections:
-                        try:
-                            vecs, stats = runner.run(f"embed-docs-{emb.label}", embed_texts,
-                                                     chunks["index_text"].to_list(), emb, "document", vector_cache)
-                            embed_stats.append(stats)
-                            collections[emb.spec_id] = runner.run(f"index-{emb.label}", index_stage, ds, chunker,
-                                                                  emb, cfg_i.index, chunks, vecs, index)
-                            del vecs
-                        except Exception as e:  # every config on this (chunker, embedder) fails the same way
-                            collections[emb.spec_id] = e
-                    if isinstance(collections[emb.spec_id], Exception):
-                        raise collections[emb.spec_id]
-                    if emb.spec_id not in query_vectors:
-                        qv, stats = runner.run(f"embed-queries-{emb.label}", embed_texts,
-                                               ds.queries["text"].to_list(), emb, "query", vector_cache)
-                        embed_stats.append(stats)
-                        query_vectors[emb.spec_id] = qv
-                    kwargs.update(index=index, collection=collections[emb.spec_id],
-                                  query_vectors=query_vectors[emb.spec_id])
-                outcomes.append(runner.run(f"evaluate-{cfg_i.config_id}", _evaluate_and_store, cfg, cfg_i, ds,
-                                           chunks, measures, store, tracker, parent_run, sweep_id, kwargs))
-            except Exception as e:
-                if fail_fast:
-                    raise
-                msg = str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}"
-                log.error("config %s failed: %s", cfg_i.name, msg)
-                log.debug("%s", traceback.format_exc())
-                store.write_config_failure(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint, msg)
-                outcomes.append(ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "failed", error=msg))
+    def __init__(self, cfg: SweepConfig, ds: Dataset, home: Path, runner: StageRunner, spec_hash: str,
+                 fail_fast: bool):
+        self.cfg, self.ds, self.home, self.runner, self.fail_fast = cfg, ds, home, runner, fail_fast
+        self.spec_hash = spec_hash
+        self.store = ResultStore(home / "results.duckdb")
+        self.chunk_cache, self.vector_cache = ChunkCache(home / "cache"), VectorCache(home / "cache")
+        self.index = open_index(home)
+        self.measures = measures_from_spec(cfg.metrics)
+        self.embed_stats: list[EmbedStats] = []
+        self.query_vectors: dict[str, np.ndarray] = {}
+        self.tracker = None
+        self.parent_run: str | None = None
 
-    n_failed = sum(o.status == "failed" for o in outcomes)
-    status = "finished" if n_failed == 0 else "finished_with_failures"
-    store.finish_sweep(sweep_id, status)
-    if tracker and parent_run:
+    # ------------------------------------------------------------ lifecycle
+    def run(self) -> SweepResult:
+        t0 = time.perf_counter()
+        cfg, ds, store = self.cfg, self.ds, self.store
+        for w in ds.warnings[:20]:
+            log.warning(w)
+        configs = cfg.expand()
+        sweep_id = store.find_unfinished_sweep(self.spec_hash, ds.fingerprint)
+        if sweep_id:
+            log.info("resuming sweep %s", sweep_id)
+        else:
+            sweep_id = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
+            store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint)
+        self.sweep_id = sweep_id
+        done = store.finished_configs(sweep_id)
+        log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,
+                 len(configs), len(done & {c.config_id for c in configs}), ds.name, ds.fingerprint,
+                 ds.corpus.height, ds.queries.height, ds.n_unlabelled)
+        self._open_tracking()
+
+        outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped") for c in configs if c.config_id in done]
+        todo = [c for c in configs if c.config_id not in done]
+        for chunker in cfg.chunkers:
+            mine = [c for c in todo if c.chunker == chunker]
+            if mine:
+                outcomes += self._run_chunker(chunker, mine)
+
+        n_failed = sum(o.status == "failed" for o in outcomes)
+        store.finish_sweep(sweep_id, "finished" if n_failed == 0 else "finished_with_failures")
+        self._close_tracking(outcomes, n_failed, len(configs))
+        self.index.close()
+        seconds = time.perf_counter() - t0
+        log.info("sweep %s done in %.1f s: %d configs, %d failed, %d vectors computed", sweep_id, seconds,
+                 len(configs), n_failed, sum(s.computed for s in self.embed_stats))
+        return SweepResult(sweep_id, cfg.name, ds.fingerprint, self.home,
+                           _with_stored_metrics(store, sweep_id, outcomes), self.embed_stats, seconds,
+                           cfg.metrics.primary)
+
+    def _open_tracking(self) -> None:
+        if not self.cfg.output.mlflow:
+            return
+        self.tracker = open_tracker(self.home, self.cfg.output.experiment or f"ragbench/{self.cfg.name}",
+                                    self.cfg.output.mlflow_tracking_uri)
+        if self.tracker is None:
+            return
         try:
-            _log_sweep_plots(tracker, parent_run, outcomes, home)
-            tracker.finish_sweep(parent_run, {"configs_failed": n_failed, "configs": len(configs)},
-                                 "FINISHED" if n_failed == 0 else "FAILED")
+            self.parent_run = self.tracker.sweep_run(
+                self.sweep_id, self.cfg.name, flatten({"dataset": self.cfg.dataset.model_dump(mode="json"),
+                                                       "dataset_fingerprint": self.ds.fingerprint}))
+            self.store.set_sweep_mlflow_run(self.sweep_id, self.parent_run)
+        except Exception as e:
+            log.warning("MLflow unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` later",
+                        str(e).splitlines()[0][:200])
+            self.tracker = None
+
+    def _close_tracking(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None:
+        if not (self.tracker and self.parent_run):
+            return
+        try:
+            _log_sweep_plots(self.tracker, self.parent_run, outcomes, self.home)
+            self.tracker.finish_sweep(self.parent_run, {"configs_failed": n_failed, "configs": n_configs},
+                                      "FINISHED" if n_failed == 0 else "FAILED")
         except Exception as e:
             log.warning("MLflow: could not close the sweep run: %s", e)
-    index.close()
-    seconds = time.perf_counter() - t0
-    log.info("sweep %s done in %.1f s: %d configs, %d failed, %d vectors computed", sweep_id, seconds, len(configs),
-             n_failed, sum(s.computed for s in embed_stats))
-    return SweepResult(sweep_id, cfg.name, ds.fingerprint, home, _with_stored_metrics(store, sweep_id, outcomes),
-                       embed_stats, seconds, cfg.metrics.primary)
+
+    # ------------------------------------------------------------ per chunker
+    def _run_chunker(self, chunker, configs: list[RunConfig]) -> list[ConfigOutcome]:
+        outcomes = []
+        try:
+            chunks = self.runner.run(f"chunk-{chunker_label(chunker)}", chunk_stage, self.ds, chunker,
+                                     self.chunk_cache)
+        except Exception as e:
+            if self.fail_fast:
+                raise
+            return [self._failed(c, e) for c in configs]
+        resources = _ChunkerResources(chunks)
+        for cfg_i in configs:
+            try:
+                inputs = self._inputs(cfg_i, chunker, chunks, resources)
+                outcomes.append(self.runner.run(
+                    f"evaluate-{cfg_i.config_id}", _evaluate_and_store, self.cfg, cfg_i, self.ds, chunks,
+                    self.measures, self.store, self.tracker, self.parent_run, self.sweep_id, inputs))
+            except Exception as e:
+                if self.fail_fast:
+                    raise
+                outcomes.append(self._failed(cfg_i, e))
+        return outcomes
+
+    def _inputs(self, cfg_i: RunConfig, chunker, chunks: pl.DataFrame, res: "_ChunkerResources") -> dict:
+        """What the retrieve/evaluate stages of one config need, built once per chunker and shared."""
+        tok = context_tokenizer(cfg_i)
+        if tok not in res.tokens:
+            counts = dict(zip(chunks["chunk_id"], count_tokens(chunks["text"].to_list(), tok)))
+            res.tokens[tok] = (counts, chunk_statistics(chunks, counts, self.ds.spans, self.ds.corpus))
+        inputs: dict[str, Any] = {"token_counts": res.tokens[tok][0], "chunk_stats": res.tokens[tok][1]}
+        if cfg_i.retriever.kind == "bm25":
+            key = cfg_i.retriever.spec_id
+            if key not in res.bm25:
+                res.bm25[key] = BM25Index(cfg_i.retriever, chunks["index_text"].to_list())
+            inputs["bm25"] = res.bm25[key]
+            return inputs
+        emb = cfg_i.embedder
+        if emb.spec_id not in res.collections:
+            try:  # a failure here fails every config on this (chunker, embedder) alike, without retrying it
+                self.embed_stats.append(self.runner.run(f"embed-docs-{emb.label}", embed_documents_stage, chunks,
+                                                        emb, self.vector_cache))
+                res.collections[emb.spec_id] = self.runner.run(
+                    f"index-{emb.label}", index_stage, self.ds, chunker, emb, cfg_i.index, chunks, self.vector_cache,
+                    self.index)
+            except Exception as e:
+                res.collections[emb.spec_id] = e
+        if isinstance(res.collections[emb.spec_id], Exception):
+            raise res.collections[emb.spec_id]
+        if emb.spec_id not in self.query_vectors:
+            vectors, stats = self.runner.run(f"embed-queries-{emb.label}", embed_texts,
+                                             self.ds.queries["text"].to_list(), emb, "query", self.vector_cache)
+            self.embed_stats.append(stats)
+            self.query_vectors[emb.spec_id] = vectors
+        inputs.update(index=self.index, collection=res.collections[emb.spec_id],
+                      query_vectors=self.query_vectors[emb.spec_id])
+        return inputs
+
+    def _failed(self, cfg_i: RunConfig, e: BaseException) -> ConfigOutcome:
+        msg = str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}"
+        log.error("config %s failed: %s", cfg_i.name, msg)
+        log.debug("%s", "".join(traceback.format_exception(e)))
+        run_id = None
+        if self.tracker and self.parent_run:
+            try:
+                run_id = self.tracker.log_config(self.parent_run, self.sweep_id, cfg_i.config_id, cfg_i.name,
+                                                 flatten({**cfg_i.spec(), "config_id": cfg_i.config_id}), {}, {},
+                                                 status="FAILED", extra_tags={"ragbench.error": msg[:5000]})
+            except Exception as te:
+                log.warning("MLflow: could not record the failure of %s: %s", cfg_i.name, te)
+        self.store.write_config_failure(self.sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(),
+                                        self.ds.fingerprint, msg, mlflow_run_id=run_id)
+        return ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "failed", error=msg)
+
+
+@dataclass
+class _ChunkerResources:
+    chunks: pl.DataFrame
+    tokens: dict[str, tuple[dict[str, int], dict[str, float]]] = field(default_factory=dict)
+    bm25: dict[str, BM25Index] = field(default_factory=dict)
+    collections: dict[str, str | Exception] = field(default_factory=dict)
 
 
 def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks: pl.DataFrame, measures, store,

@@ -122,10 +122,21 @@ class Tracker:
             self.client.log_batch(run_id, params=items[i:i + 100])
 
 
+def _probe(uri: str, timeout: float = 5.0) -> None:
+    """Fail fast on an unreachable server (MLflow's own client would retry for minutes)."""
+    import urllib.request
+
+    with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as resp:
+        if resp.status != 200:
+            raise ConnectionError(f"MLflow health check answered {resp.status}")
+
+
 def open_tracker(home: Path, experiment: str, tracking_uri: str | None = None) -> Tracker | None:
     """A tracker, or None (with a warning) when MLflow cannot be reached: results still land in DuckDB."""
     uri = tracking_uri or default_tracking_uri(home)
     try:
+        if uri.startswith(("http://", "https://")):
+            _probe(uri)
         return Tracker(uri, experiment, artifact_root=Path(home) / "mlartifacts")
     except Exception as e:  # unreachable server, locked store: degrade, don't lose the sweep
         log.warning("MLflow at %s is unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` "

@@ -50,6 +50,7 @@ def test_allowed_docs_follow_the_spec_semantics(demo):
     assert recent == {"nimbus-release-3-4-1", "nimbus-release-3-4-2"}
 
 
+@pytest.mark.filterwarnings("ignore:Local mode performs exact")  # qdrant-client :memory: is brute force anyway
 @pytest.mark.parametrize("engine", ["edge", "client"])
 def test_filtered_qdrant_search_returns_only_matching_docs_and_counts_shortfalls(demo, tmp_path, engine):
     ds, chunks, dv, qv = demo

@@ -180,7 +180,7 @@ class LocalLLMServer:
                "--alias", self.model_id, *self.extra_args]
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed right after Popen; the child keeps its own fd
         try:
-            # own session/process group: a Ctrl-C aimed at ragbench's group is not what stops it, stop() is
+            # own session and process group: a terminal Ctrl-C does not reach it; stop()/atexit end it by PID
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
         except OSError as e:
@@ -189,6 +189,13 @@ class LocalLLMServer:
         finally:
             log.close()
         atexit.register(self.stop)
+        try:
+            self._wait_healthy()
+        except BaseException:  # LLMServerError (already stopped) or Ctrl-C while loading: never leave it running
+            self.stop()
+            raise
+
+    def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.startup_timeout
         url = f"http://{self.host}:{self.port}/health"
         with httpx.Client(timeout=2.0) as http:

@@ -1,0 +1,109 @@
+"""Answer graders: SQuAD v1.1 exact match and token F1, containment, abstention, answer-in-context.
+
+Normalisation is the official SQuAD v1.1 ``normalize_answer``: lowercase, delete ASCII punctuation
+(``string.punctuation``), replace the articles ``a|an|the`` (whole words) with a space, collapse whitespace.
+With ``norm`` = that function and ``tok(s) = norm(s).split()``:
+
+* ``exact_match(pred, golds)``  = max over golds of ``[norm(pred) == norm(gold)]``
+* ``token_f1(pred, golds)``     = max over golds of ``2 P R / (P + R)`` with
+  ``P = |tok(pred) ∩ tok(gold)| / |tok(pred)|``, ``R = |tok(pred) ∩ tok(gold)| / |tok(gold)|`` (multiset
+  intersection; 0 when nothing is shared — the v1.1 script, so an empty prediction scores 0)
+* ``contains(pred, golds)``     = any gold whose normalised tokens appear as a contiguous run inside the normalised
+  prediction (token-boundary substring, so gold "10m" is not found in "10ms"; a gold that normalises to nothing,
+  e.g. "The", never matches)
+* ``is_insufficient(pred)``     = the abstention marker ``INSUFFICIENT_CONTEXT`` appears, case-insensitive, with
+  ``_``, ``-``, spaces or nothing between the words, anywhere in the reply ("**Insufficient context.**" counts;
+  "the context is insufficient" does not — the prompt asks for the literal marker)
+* ``answer_in_context(context, golds)`` = ``contains(context, golds)``: the DPR-style top-k accuracy, no LLM.
+
+Every function taking ``golds`` raises ``ValueError`` on an empty list: unanswerable queries are graded by
+:func:`grade` on abstention, never silently scored 0.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_INSUFFICIENT = re.compile(r"insufficient[\s_\-]*context", re.IGNORECASE)
+
+
+def normalize_answer(s: str) -> str:
+    """The official SQuAD v1.1 normalisation (lower, remove punctuation, remove articles, fix whitespace)."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def _golds(golds: Sequence[str]) -> list[str]:
+    if isinstance(golds, str):
+        raise TypeError("golds must be a list of strings, not one string")
+    golds = list(golds)
+    if not golds:
+        raise ValueError("no gold answers to grade against (unanswerable queries are graded on abstention)")
+    return golds
+
+
+def _f1(pred: str, gold: str) -> float:
+    p, g = normalize_answer(pred).split(), normalize_answer(gold).split()
+    same = sum((Counter(p) & Counter(g)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p), same / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match(pred: str, golds: Sequence[str]) -> float:
+    """1.0 if the normalised prediction equals any normalised gold, else 0.0."""
+    return float(max(normalize_answer(pred) == normalize_answer(g) for g in _golds(golds)))
+
+
+def token_f1(pred: str, golds: Sequence[str]) -> float:
+    """SQuAD token F1, max over golds."""
+    return max(_f1(pred, g) for g in _golds(golds))
+
+
+def contains(text: str, golds: Sequence[str]) -> float:
+    """1.0 if any normalised gold is a token-contiguous part of the normalised text."""
+    hay = f" {normalize_answer(text)} "
+    return float(any(n and f" {n} " in hay for n in (normalize_answer(g) for g in _golds(golds))))
+
+
+def is_insufficient(pred: str) -> bool:
+    """The reply contains the abstention marker (INSUFFICIENT_CONTEXT, tolerant to case and separators)."""
+    return bool(_INSUFFICIENT.search(pred))
+
+
+def answer_in_context(context: str, golds: Sequence[str]) -> float:
+    """DPR-style top-k accuracy: does the assembled context contain a gold answer (normalised, token-contiguous)?"""
+    return contains(context, golds)
+
+
+@dataclass(frozen=True)
+class Grade:
+    """Scores of one reply. ``correct`` = ``(contains or em) and not insufficient`` for answerable queries
+    (SQuAD-style short golds inside a chatty reply still count; EM alone would fail "The answer is 256MiB."; a reply
+    that abstains is never correct for them), and ``insufficient`` for unanswerable ones, whose em/f1/contains are
+    also 1.0 on abstention and 0.0 otherwise (the SQuAD v2 no-answer convention)."""
+
+    em: float
+    f1: float
+    contains: float
+    insufficient: bool
+    correct: bool
+
+
+def grade(pred: str, golds: Sequence[str]) -> Grade:
+    """Grade one reply against its golds; an empty ``golds`` means the query is unanswerable."""
+    abstained = is_insufficient(pred)
+    if not list(golds):
+        v = float(abstained)
+        return Grade(v, v, v, abstained, abstained)
+    em, f1, c = exact_match(pred, golds), token_f1(pred, golds), contains(pred, golds)
+    return Grade(em, f1, c, abstained, bool(em or c) and not abstained)

@@ -1,0 +1,59 @@
+"""Upload to MLflow what reached only DuckDB (the tracking server was down during the sweep)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .progress import log
+from .store import ResultStore
+from .tracking import Tracker, default_tracking_uri, flatten
+
+
+def sync_mlflow(home: Path, tracking_uri: str | None = None, sweep_id: str | None = None) -> int:
+    """Log every stored config that has no MLflow run yet; returns how many were uploaded.
+
+    Parent runs are found (or created) by the sweep-id tag and child runs by the config-id tag, so running this
+    twice, or after a sweep that did log some configs, never creates duplicates.
+    """
+    store = ResultStore(Path(home) / "results.duckdb")
+    uri = tracking_uri or default_tracking_uri(home)
+    sweeps = store.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status FROM sweeps"
+                         + (" WHERE sweep_id = ?" if sweep_id else ""), [sweep_id] if sweep_id else [])
+    uploaded = 0
+    for sid, name, spec_json, fingerprint, status in sweeps.iter_rows():
+        pending = store.query("SELECT config_id, name, spec_json, status, error, n_queries, n_unlabelled, "
+                              "retrieval_ms_per_query FROM configs WHERE sweep_id = ? AND mlflow_run_id IS NULL",
+                              [sid])
+        if pending.is_empty():
+            continue
+        spec = json.loads(spec_json)
+        tracker = Tracker(uri, f"ragbench/{name}", artifact_root=Path(home) / "mlartifacts")
+        parent = tracker.sweep_run(sid, name, flatten({"dataset": spec.get("dataset", {}),
+                                                       "dataset_fingerprint": fingerprint}))
+        store.set_sweep_mlflow_run(sid, parent)
+        for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
+            params = flatten({**json.loads(cspec), "dataset_fingerprint": fingerprint, "config_id": config_id})
+            if cstatus == "failed":
+                run_id = tracker.log_config(parent, sid, config_id, cname, params, {}, {}, status="FAILED",
+                                            extra_tags={"ragbench.error": (error or "")[:5000]})
+            else:
+                metrics = dict(store.query("SELECT measure, mean FROM config_metrics WHERE sweep_id = ? AND "
+                                           "config_id = ?", [sid, config_id]).iter_rows())
+                stats = dict(store.query("SELECT stat, value FROM chunk_stats WHERE sweep_id = ? AND config_id = ?",
+                                         [sid, config_id]).iter_rows())
+                per_query = store.query("SELECT query_id, measure, value, query_class FROM query_metrics WHERE "
+                                        "sweep_id = ? AND config_id = ?", [sid, config_id])
+                rankings = store.query("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE "
+                                       "sweep_id = ? AND config_id = ?", [sid, config_id])
+                run_id = tracker.log_config(
+                    parent, sid, config_id, cname, params,
+                    {**metrics, **{f"chunkstat_{k}": v for k, v in stats.items()}, "n_queries": n_q or 0,
+                     "n_unlabelled": n_u or 0, "retrieval_ms_per_query": ms or 0.0},
+                    {"per_query.parquet": per_query, "rankings.parquet": rankings})
+            store.set_config_mlflow_run(sid, config_id, run_id)
+            uploaded += 1
+        if status != "running":
+            tracker.client.set_terminated(parent, "FINISHED" if status == "finished" else "FAILED")
+        log.info("sync-mlflow: sweep %s: %d config(s) uploaded to %s", sid, len(pending), uri)
+    return uploaded

@@ -1,0 +1,94 @@
+"""Context assembly on hand-made chunks: numbering, ordering, near-duplicate removal, token budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragbench.llm.context import (DEFAULT_INSTRUCTION, ContextSpec, build_context, dedupe, jaccard, order,
+                                  shingles)
+from ragbench.models import count_tokens
+
+# five words of common English = five WordPiece tokens of all-MiniLM-L6-v2 (checked in the first test)
+C = [("c1", "one two three four five"), ("c2", "red green blue black white"), ("c3", "cat dog cow pig hen"),
+     ("c4", "north south east west up"), ("c5", "monday tuesday friday sunday june")]
+
+
+def test_token_counts_of_the_fixture():
+    assert count_tokens([t for _, t in C], "all-MiniLM-L6-v2") == [5, 5, 5, 5, 5]
+
+
+def test_numbering_and_prompt_layout():
+    ctx = build_context("  What colour?  ", C[:2], ContextSpec(k=5, token_budget=None))
+    assert ctx.context == "[1] one two three four five\n\n[2] red green blue black white"
+    assert ctx.chunk_ids == ("c1", "c2")
+    assert ctx.context_tokens == 10
+    (msg,) = ctx.messages
+    assert msg["role"] == "user"
+    assert msg["content"] == f"{DEFAULT_INSTRUCTION}\n\nContext:\n{ctx.context}\n\nQuestion: What colour?\nAnswer:"
+    assert ctx.as_messages() == [msg] and ctx.as_messages()[0] is not msg   # a copy to send
+
+
+def test_orderings():
+    assert order([1, 2, 3, 4, 5], "score") == [1, 2, 3, 4, 5]
+    assert order([1, 2, 3, 4, 5], "best_last") == [5, 4, 3, 2, 1]
+    # best at both edges, weakest in the middle
+    assert order([1, 2, 3, 4, 5], "edges") == [1, 3, 5, 4, 2]
+    assert order([1, 2, 3, 4], "edges") == [1, 3, 4, 2]
+    assert order([1], "edges") == [1]
+    ctx = build_context("q", C, ContextSpec(k=5, ordering="edges", token_budget=None))
+    assert ctx.chunk_ids == ("c1", "c3", "c5", "c4", "c2")
+    assert ctx.context.startswith("[1] one two") and ctx.context.endswith("[5] red green blue black white")
+    assert build_context("q", C, ContextSpec(k=3, ordering="best_last", token_budget=None)).chunk_ids == \
+        ("c3", "c2", "c1")
+
+
+def test_shingles_and_jaccard():
+    assert shingles("A b c d e f", 5) == frozenset({("a", "b", "c", "d", "e"), ("b", "c", "d", "e", "f")})
+    assert shingles("Too short!", 5) == frozenset({("too", "short")})
+    assert shingles("", 5) == frozenset()
+    assert jaccard(frozenset({1, 2, 3}), frozenset({2, 3, 4})) == pytest.approx(2 / 4)
+    assert jaccard(frozenset(), frozenset()) == 0.0
+
+
+def test_near_duplicates_are_dropped_keeping_the_higher_ranked():
+    base = " ".join(f"w{i}" for i in range(20))                  # 16 shingles
+    near = base + " w20"                                          # 17 shingles, 16 shared: J = 16/17 = 0.94
+    half = " ".join(f"w{i}" for i in range(10, 30))               # shares w10..w19: 6 shingles of 16+16-6=26 -> 0.23
+    assert dedupe([base, near, half], 0.8) == [0, 2]
+    assert dedupe([base, near, half], 0.95) == [0, 1, 2]          # 0.94 < 0.95: kept
+    chunks = [("a", base), ("b", near), ("c", half)]
+    ctx = build_context("q", chunks, ContextSpec(k=2, token_budget=None))
+    assert ctx.chunk_ids == ("a", "c") and ctx.n_duplicates == 1  # dedupe happens before top-k, so k is filled
+    assert build_context("q", chunks, ContextSpec(k=2, dedupe=False, token_budget=None)).chunk_ids == ("a", "b")
+
+
+def test_budget_cuts_whole_chunks_as_a_rank_prefix():
+    ctx = build_context("q", C, ContextSpec(k=5, token_budget=12))   # 5 + 5 fit, the third would make 15
+    assert ctx.chunk_ids == ("c1", "c2") and ctx.context_tokens == 10 and ctx.n_over_budget == 3
+    assert build_context("q", C, ContextSpec(k=5, token_budget=15)).chunk_ids == ("c1", "c2", "c3")
+    # a short chunk after the first overflow is NOT used (the context stays a prefix of the ranking)
+    mixed = [("big", "one two three four five six seven eight nine ten"), ("small", "cat")]
+    ctx = build_context("q", mixed, ContextSpec(k=5, token_budget=6))
+    assert ctx.chunk_ids == () and ctx.context == "" and ctx.n_over_budget == 2 and ctx.notes
+    # budget is applied in rank order, then the survivors are reordered for presentation
+    assert build_context("q", C, ContextSpec(k=5, token_budget=15, ordering="best_last")).chunk_ids == \
+        ("c3", "c2", "c1")
+
+
+def test_k_and_custom_instruction():
+    ctx = build_context("Who?", C, ContextSpec(k=1, token_budget=None, instruction="Be brief."))
+    assert ctx.chunk_ids == ("c1",) and ctx.n_candidates == 5
+    assert ctx.messages[0]["content"].startswith("Be brief.\n\nContext:\n[1] one two three four five")
+
+
+def test_bad_specs_and_inputs_are_refused():
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        ContextSpec(k=0)
+    with pytest.raises(ValueError, match="ordering"):
+        ContextSpec(ordering="random")
+    with pytest.raises(ValueError, match="dedupe_threshold"):
+        ContextSpec(dedupe_threshold=0)
+    with pytest.raises(ValueError, match="token_budget"):
+        ContextSpec(token_budget=0)
+    with pytest.raises(ValueError, match="empty question"):
+        build_context("  ", C, ContextSpec())

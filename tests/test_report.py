@@ -1,0 +1,160 @@
+"""Report from a real DuckDB store filled with hand-made per-query values, so every number has a known answer.
+
+The full pipeline (a real sweep, then `ragbench report` and its MLflow artifacts) is exercised end to end in
+tests/test_promotion.py; here the statistics and the HTML are checked against hand-computed expectations.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from ragbench.cli import app
+from ragbench.metrics import aggregate
+from ragbench.reporting import build_report, resolve_config_id, resolve_sweep_id, write_html_report
+from ragbench.stats import bootstrap_ci, compare_configs
+from ragbench.store import ResultStore
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+N = 20  # labelled queries; q20 is unlabelled (NaN everywhere)
+
+# ndcg@10 per query: A is good, B close to A (tied), C much worse. Classes: q00-q09 "x", q10-q19 "y".
+A = [1.0] * 10 + [0.5] * 10
+B = [1.0] * 9 + [0.0] + [0.5] * 9 + [1.0]
+C = [0.0] * 15 + [0.5] * 5
+RECALL = {  # recall@k for k = 1, 5, 10 (same for every query of a config)
+    "A": (0.4, 0.8, 1.0), "B": (0.3, 0.7, 0.9), "C": (0.1, 0.2, 0.3)}
+
+
+def _per_query(ndcg: list[float], recall: tuple[float, float, float]) -> pl.DataFrame:
+    rows = []
+    for i in range(N + 1):
+        qid, cls = f"q{i:02d}", ("x" if i < 10 else "y") if i < N else "unanswerable"
+        rows.append((qid, cls, "ndcg@10", ndcg[i] if i < N else math.nan))
+        for k, r in zip((1, 5, 10), recall):
+            rows.append((qid, cls, f"recall@{k}", r if i < N else math.nan))
+    return pl.DataFrame(rows, schema={"query_id": pl.String, "query_class": pl.String, "measure": pl.String,
+                                      "value": pl.Float64}, orient="row")
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = ResultStore(tmp_path / "home" / "results.duckdb")
+    s.begin_sweep("syn-1", "syn", "h", {"metrics": {"primary": "ndcg@10"}}, "synthetic", "fp0")
+    for cid, name, ndcg in (("a" * 16, "config A", A), ("b" * 16, "config B", B), ("c" * 16, "config C", C)):
+        pq = _per_query(ndcg, RECALL[name[-1]])
+        run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
+        s.write_config("syn-1", cid, name, {"chunker": {"kind": "whole"}}, "fp0", metrics=aggregate(pq),
+                       per_query=pq, rankings=run, n_queries=N + 1, n_unlabelled=1, ms_per_query=1.0,
+                       mlflow_run_id=None)
+    s.write_config_failure("syn-1", "d" * 16, "config D", {"chunker": {"kind": "whole"}}, "fp0", "boom: no model")
+    s.finish_sweep("syn-1", "finished_with_failures")
+    return s
+
+
+def test_report_numbers_match_hand_computation(store):
+    rep = build_report(store, "syn-1")
+    assert rep.primary == "ndcg@10" and rep.measures == ("ndcg@10", "recall@10")
+    board = rep.leaderboard()
+    assert board["name"].to_list() == ["config A", "config B", "config C"]  # failed D is not ranked
+    assert board["mean"].to_list() == pytest.approx([0.75, 0.725, 0.125])  # 15/20, (9+4.5+1)/20, 2.5/20
+    # CIs are stats.bootstrap_ci over the per-query values (NaN of the unlabelled query dropped)
+    ci = bootstrap_ci(np.array(A + [math.nan]))
+    a = board.row(0, named=True)
+    assert (a["ci_low"], a["ci_high"]) == pytest.approx((ci.low, ci.high)) and a["ci_low"] < 0.75 < a["ci_high"]
+    # B differs from A on 2 queries only: tied; C loses on 15 and ties on 5 (q15-q19): significantly worse
+    assert rep.comparisons["ndcg@10"].tied_with_best == ("a" * 16, "b" * 16)
+    c = board.row(2, named=True)
+    assert c["worse_than_best"] and (c["wins"], c["ties"], c["losses"]) == (0, 5, 15)
+    b = board.row(1, named=True)
+    assert not b["worse_than_best"] and (b["wins"], b["ties"], b["losses"]) == (1, 18, 1)
+    assert rep.headline.startswith("config A wins on ndcg@10: 0.750 [")
+    assert "tied with: config B; significantly better than 1 of 2" in rep.headline
+    # recall@k curves: k -> recall, per config
+    curve = rep.recall_curves.filter(pl.col("name") == "config B").sort("k")
+    assert curve["k"].to_list() == [1, 5, 10] and curve["recall"].to_list() == pytest.approx([0.3, 0.7, 0.9])
+    # per class: B is 0.9 on x (9 of 10 at 1.0) and 0.5 on y ((9*.5 + 1)/10 = .55)
+    pc = {(r["name"], r["query_class"]): (r["n"], r["mean"]) for r in rep.per_class.iter_rows(named=True)}
+    assert pc[("config B", "x")] == (10, pytest.approx(0.9)) and pc[("config B", "y")] == (10, pytest.approx(0.55))
+    assert ("config B", "unanswerable") not in pc  # unlabelled queries are not scored
+    assert rep.chunk_stats is None
+
+
+class _Html(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.imgs: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "img":
+            self.imgs.append(dict(attrs)["src"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_html_report_is_self_contained_with_plots_and_chunk_stats(store, tmp_path):
+    with store.connect() as con:  # the optional table the lead may add
+        con.execute("CREATE TABLE IF NOT EXISTS chunk_stats (sweep_id VARCHAR, config_id VARCHAR, stat VARCHAR, "
+                    "value DOUBLE)")
+        con.execute("INSERT INTO chunk_stats VALUES ('syn-1', ?, 'chunk_count', 42), ('syn-1', ?, 'chunk_count', 7)",
+                    ["a" * 16, "c" * 16])
+    out = tmp_path / "out"
+    path = write_html_report(store, "syn-1", out)
+    assert path == out / "report.html"
+    doc = _Html()
+    doc.feed(path.read_text(encoding="utf-8"))
+    text = " ".join(doc.text)
+    assert doc.tags[0] == "html" and "table" in doc.tags
+    assert "Leaderboard" in text and "config A wins on ndcg@10" in text
+    assert "FAILED: boom: no model" in text  # failed configs are listed, not hidden
+    assert re.search(r"Chunk statistics.*chunk_count.*42\.000.*7\.000", text, re.S)
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == ["leaderboard.png", "per_class.png", "recall_curves.png"]
+    embedded = [s for s in doc.imgs if s.startswith("data:image/png;base64,")]
+    assert len(embedded) == len(doc.imgs) == 3  # nothing linked from outside the file
+    files = {(out / p).read_bytes() for p in pngs}
+    for src in embedded:
+        data = base64.b64decode(src.split(",", 1)[1])
+        assert data.startswith(PNG_MAGIC) and data in files
+
+
+def test_cli_report_and_compare(store, tmp_path):
+    home = store.path.parent
+    res = CliRunner().invoke(app, ["report", "latest", "--home", str(home), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 0, res.output
+    assert "config A wins on ndcg@10" in res.output and "▼" in res.output  # C marked significantly worse
+    assert (tmp_path / "r" / "report.html").is_file()
+
+    res = CliRunner().invoke(app, ["compare", "syn", "--home", str(home), "--test", "student", "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    rows = {(r["config_a"], r["config_b"]): r for r in map(json.loads, res.stdout.splitlines())}
+    expected = compare_configs(store.query("SELECT config_id, query_id, measure, value FROM query_metrics"),
+                               "ndcg@10", test="student")
+    for p in expected.pairs:
+        assert rows[(p.config_a, p.config_b)]["p_adjusted"] == pytest.approx(p.p_adjusted)
+
+    res = CliRunner().invoke(app, ["report", "nope", "--home", str(home)])
+    assert res.exit_code == 2 and "sweep 'nope' not found" in res.output and "syn-1" in res.output
+
+
+def test_resolving_sweeps_and_configs(store):
+    assert resolve_sweep_id(store, "latest") == "syn-1" == resolve_sweep_id(store, "syn")
+    assert resolve_config_id(store, "syn-1", "config B") == "b" * 16
+    assert resolve_config_id(store, "syn-1", "cccc") == "c" * 16
+    with pytest.raises(Exception, match="ambiguous"):
+        resolve_config_id(store, "syn-1", "config")
+    with pytest.raises(Exception, match="measure 'mrr@10' was not computed"):
+        build_report(store, "syn-1", primary="mrr@10")
