@@ -148,18 +148,51 @@ class IndexSpec(_Spec):
 
 
 # ---------------------------------------------------------------- retrievers
-class DenseRetriever(_Spec):
-    kind: Literal["dense"] = "dense"
+class RerankSpec(_Spec):
+    """Rerank the top ``top_n`` candidates and keep the best ``keep``.
+
+    ``biencoder``: rescore with a second (stronger) embedding model, cosine similarity (works offline);
+    ``crossencoder``: a sentence-transformers ``CrossEncoder`` (needs its weights locally).
+    """
+
+    kind: Literal["biencoder", "crossencoder"] = "biencoder"
+    model: str
+    top_n: int = Field(50, gt=0)
+    keep: int | None = Field(None, gt=0, description="default: top_n")
+
+    @model_validator(mode="after")
+    def _keep_within_top_n(self):
+        if self.keep is not None and self.keep > self.top_n:
+            raise ValueError(f"keep ({self.keep}) cannot exceed top_n ({self.top_n})")
+        return self
+
+
+class ParentsSpec(_Spec):
+    """Small-to-big: search small chunks, return their enclosing parent (markdown section or a fixed window)."""
+
+    mode: Literal["section", "window"] = "section"
+    window_chars: int = Field(2000, gt=0)
+    max_level: int = Field(6, ge=1, le=6)
+    align: Literal["grid", "center"] = "grid"
+
+
+class _RetrieverBase(_Spec):
     name: str | None = None
     depth: int = Field(100, gt=0, description="chunks fetched per query")
+    rerank: RerankSpec | None = None
+    parents: ParentsSpec | None = None
+    filter: dict[str, Any] | None = Field(None, description="metadata filter on the corpus' metadata fields, e.g. "
+                                          "{tenant: public} or {doc_type: [api, reference]}; recall is reported "
+                                          "with and without it")
+
+
+class DenseRetriever(_RetrieverBase):
+    kind: Literal["dense"] = "dense"
     exact: bool = False
     hnsw_ef: int | None = Field(None, gt=0)
 
 
-class BM25Retriever(_Spec):
-    kind: Literal["bm25"] = "bm25"
-    name: str | None = None
-    depth: int = Field(100, gt=0)
+class BM25Params(_Spec):
     k1: float = Field(1.2, ge=0)
     b: float = Field(0.75, ge=0, le=1)
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
@@ -167,15 +200,76 @@ class BM25Retriever(_Spec):
     stemmer: str | None = "english"
 
 
-RetrieverSpec = Annotated[Union[DenseRetriever, BM25Retriever], Field(discriminator="kind")]
+class BM25Retriever(_RetrieverBase, BM25Params):
+    kind: Literal["bm25"] = "bm25"
+
+
+class DenseParams(_Spec):
+    depth: int = Field(100, gt=0)
+    exact: bool = False
+    hnsw_ef: int | None = Field(None, gt=0)
+
+
+class HybridBM25Params(BM25Params):
+    depth: int = Field(100, gt=0)
+
+
+class HybridRetriever(_RetrieverBase):
+    """Dense and BM25 run concurrently, fused: ``rrf`` score = sum_i w_i / (k + rank_i), or ``convex`` =
+    sum_i w_i * minmax(score_i). Weights are ``[dense, bm25]``."""
+
+    kind: Literal["hybrid"] = "hybrid"
+    dense: DenseParams = DenseParams()
+    bm25: HybridBM25Params = HybridBM25Params()
+    fusion: Literal["rrf", "convex"] = "rrf"
+    k: float = Field(60, ge=0)
+    weights: tuple[float, float] = (1.0, 1.0)
+
+
+RetrieverSpec = Annotated[Union[DenseRetriever, BM25Retriever, HybridRetriever], Field(discriminator="kind")]
 
 
 def retriever_label(spec) -> str:
     if spec.name:
         return spec.name
     if spec.kind == "bm25":
-        return f"bm25(k1={spec.k1:g},b={spec.b:g})"
-    return "dense-exact" if spec.exact else f"dense-hnsw{spec.hnsw_ef or ''}"
+        base = f"bm25(k1={spec.k1:g},b={spec.b:g})"
+    elif spec.kind == "hybrid":
+        w = "" if tuple(spec.weights) == (1.0, 1.0) else f",w={spec.weights[0]:g}/{spec.weights[1]:g}"
+        base = f"hybrid-{spec.fusion}{w}"
+    else:
+        base = "dense-exact" if spec.exact else f"dense-hnsw{spec.hnsw_ef or ''}"
+    if spec.rerank:
+        base += f" > rerank[{spec.rerank.model.split('/')[-1]}@{spec.rerank.top_n}]"
+    if spec.parents:
+        base += f" > parents[{spec.parents.mode}]"
+    if spec.filter:
+        base += " filter[" + ",".join(f"{k}={v}" for k, v in spec.filter.items()) + "]"
+    return base
+
+
+class AnnFidelitySpec(_Spec):
+    """For every dense config, recall@k of HNSW results against exact search, over a sweep of ``hnsw_ef``."""
+
+    enabled: bool = True
+    k: int = Field(10, gt=0)
+    ef_values: tuple[int, ...] = (16, 32, 64, 128, 256)
+
+
+class DiagnosticsSpec(_Spec):
+    """Reachability split: a query's first relevant document within k (hit), in the top ``pool`` but below k
+    (ranked badly: a reranker's job), or not in the pool (unreachable: a representation problem)."""
+
+    k: int = Field(10, gt=0)
+    pool: int = Field(50, gt=0)
+
+
+class QueryClassSpec(_Spec):
+    """Classes for queries the dataset leaves unclassified: first matching ``(class, regex)`` rule wins."""
+
+    rules: tuple[tuple[str, str], ...] | None = Field(None, description="default: identifier-like tokens")
+    default: str = "natural"
+    override: bool = False
 
 
 # ---------------------------------------------------------------- metrics and output
@@ -213,12 +307,15 @@ class SweepConfig(_Spec):
     retrievers: tuple[RetrieverSpec, ...] = Field(..., min_length=1)
     index: IndexSpec = IndexSpec()
     metrics: MetricsSpec = MetricsSpec()
+    ann_fidelity: AnnFidelitySpec = AnnFidelitySpec()
+    diagnostics: DiagnosticsSpec = DiagnosticsSpec()
+    query_classes: QueryClassSpec = QueryClassSpec()
     output: OutputSpec = OutputSpec()
 
     @model_validator(mode="after")
     def _dense_needs_embedder(self):
-        if any(r.kind == "dense" for r in self.retrievers) and not self.embedders:
-            raise ValueError("a dense retriever needs at least one entry under 'embedders'")
+        if any(r.kind in ("dense", "hybrid") for r in self.retrievers) and not self.embedders:
+            raise ValueError("a dense or hybrid retriever needs at least one entry under 'embedders'")
         return self
 
     def canonical(self) -> dict[str, Any]:
@@ -229,7 +326,7 @@ class SweepConfig(_Spec):
         configs: list[RunConfig] = []
         for chunker in self.chunkers:
             for retriever in self.retrievers:
-                embedders = self.embedders if retriever.kind == "dense" else (None,)
+                embedders = self.embedders if retriever.kind in ("dense", "hybrid") else (None,)
                 for embedder in embedders:
                     configs.append(RunConfig(chunker, embedder, retriever, self.index if embedder else None))
         seen: dict[str, RunConfig] = {}
@@ -310,7 +407,7 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
         lines = []
         for err in e.errors():
             loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x in {
-                "whole", "fixed", "recursive", "sentences", "markdown", "dense", "bm25"}))
+                "whole", "fixed", "recursive", "sentences", "markdown", "dense", "bm25", "hybrid"}))
             line = _yaml_line(root, loc)
             dotted = ".".join(str(x) for x in loc) or "(top level)"
             lines.append(f"{path}:{line}: {dotted}: {err['msg']}")

@@ -47,9 +47,10 @@ class CollectionMeta:
 
 
 def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,
-                    index: IndexSpec) -> str:
+                    index: IndexSpec, payload: str = "") -> str:
+    """``rb_<hash>`` of everything that decides a collection's content."""
     return "rb_" + stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_id, "model": model_key,
-                                "prompt": document_prompt, "index": index.canonical()})
+                                "prompt": document_prompt, "index": index.canonical(), "payload": payload})
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+from rich.markup import escape
 from rich.table import Table
 
 from .sweep import SweepResult
@@ -30,10 +31,11 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
 
     for i, o in enumerate(sorted(result.outcomes, key=key), 1):
         if o.status == "failed":
-            table.add_row(str(i), f"[red]{o.name}[/red]", f"[red]FAILED: {o.error}[/red]", *[""] * (len(cols) + 1))
+            table.add_row(str(i), f"[red]{escape(o.name)}[/red]", f"[red]FAILED: {escape(o.error or '')}[/red]",
+                          *[""] * (len(cols) + 1))
             continue
         vals = [o.metrics.get(c) for c in cols]
-        table.add_row(str(i), o.name, *[f"{v:.4f}" if v is not None and v == v else "–" for v in vals],
+        table.add_row(str(i), escape(o.name), *[f"{v:.4f}" if v is not None and v == v else "–" for v in vals],
                       str(o.n_queries - o.n_unlabelled), str(o.n_unlabelled))
     if result.n_failed:
         table.caption = f"[red]{result.n_failed} of {len(result.outcomes)} configs failed[/red]"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from .config import BM25Retriever
+from .config import BM25Params
 from .index import Hits
 
 RUN_SCHEMA = {"query_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "doc_id": pl.String,
@@ -52,7 +52,7 @@ class BM25Index:
     with Lucene's idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)).
     """
 
-    def __init__(self, spec: BM25Retriever, texts: list[str]):
+    def __init__(self, spec: BM25Params, texts: list[str]):
         import bm25s
 
         self.spec = spec
@@ -62,13 +62,14 @@ class BM25Index:
         self.retriever.index(tokens, show_progress=False)
         self.n_docs = len(texts)
 
-    def search(self, queries: list[str], depth: int) -> Hits:
-        """Top ``depth`` chunks per query; hits scoring 0 (no query term matched) are dropped, not ranked."""
+    def search(self, queries: list[str], depth: int, weight_mask: np.ndarray | None = None) -> Hits:
+        """Top ``depth`` chunks per query; hits scoring 0 (no query term matched, or masked out by a metadata
+        filter's ``weight_mask``) are dropped, not ranked."""
         import bm25s
 
         tokens = bm25s.tokenize(queries, stopwords=self.spec.stopwords, stemmer=self._stemmer, show_progress=False)
         k = min(depth, self.n_docs)
-        docs, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
+        docs, scores = self.retriever.retrieve(tokens, k=k, show_progress=False, weight_mask=weight_mask)
         ids, out_scores = [], []
         for row_ids, row_scores in zip(docs, scores):
             keep = row_scores > 0

@@ -37,12 +37,18 @@ CREATE TABLE IF NOT EXISTS query_metrics (
     sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, query_class VARCHAR, measure VARCHAR, value DOUBLE);
 CREATE TABLE IF NOT EXISTS chunk_stats (
     sweep_id VARCHAR, config_id VARCHAR, stat VARCHAR, value DOUBLE);
+CREATE TABLE IF NOT EXISTS query_diagnostics (
+    sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, first_relevant_rank INTEGER, category VARCHAR);
+CREATE TABLE IF NOT EXISTS ann_fidelity (
+    sweep_id VARCHAR, config_id VARCHAR, hnsw_ef INTEGER, configured BOOLEAN, k INTEGER, depth INTEGER,
+    recall_vs_exact DOUBLE, ms_per_query_ann DOUBLE, ms_per_query_exact DOUBLE);
 CREATE TABLE IF NOT EXISTS rankings (
     sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, rank INTEGER, chunk_id VARCHAR, doc_id VARCHAR,
     score DOUBLE);
 """
 
-PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats")
+PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
+                     "ann_fidelity")
 
 
 def _now() -> datetime:
@@ -130,7 +136,8 @@ class ResultStore:
     def write_config(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str, *,
                      metrics: pl.DataFrame, per_query: pl.DataFrame, rankings: pl.DataFrame, n_queries: int,
                      n_unlabelled: int, ms_per_query: float | None, mlflow_run_id: str | None,
-                     chunk_stats: dict[str, float] | None = None) -> None:
+                     chunk_stats: dict[str, float] | None = None, diagnostics: pl.DataFrame | None = None,
+                     ann: pl.DataFrame | None = None) -> None:
         """Replace this config's rows (all tables) in one transaction: complete or absent, never doubled."""
         key = {"sweep_id": sweep_id, "config_id": config_id}
         tables = {
@@ -141,11 +148,17 @@ class ResultStore:
                                          "value": list((chunk_stats or {}).values())},
                                         schema={"stat": pl.String, "value": pl.Float64}),
         }
+        if diagnostics is not None:
+            tables["query_diagnostics"] = diagnostics.select("query_id", "first_relevant_rank", "category")
+        if ann is not None:
+            tables["ann_fidelity"] = ann.select("hnsw_ef", "configured", "k", "depth", "recall_vs_exact",
+                                                "ms_per_query_ann", "ms_per_query_exact")
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
-                for table, df in tables.items():
+                for table in PER_CONFIG_TABLES:
                     con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
+                for table, df in tables.items():
                     arrow = df.with_columns(**{k: pl.lit(v) for k, v in key.items()}).to_arrow()
                     con.register("incoming", arrow)
                     cols = ", ".join(["sweep_id", "config_id", *df.columns])

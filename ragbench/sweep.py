@@ -7,10 +7,11 @@ This is plain Python. ``flows/sweep.py`` runs the same wiring with each stage as
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -27,14 +28,19 @@ from .errors import DatasetError, RagbenchError
 from .hashing import stable_hash, text_hash
 from .index import CollectionMeta, collection_name, open_index
 from .locks import file_lock
+from .ann import ann_fidelity
 from .chunkstats import chunk_statistics
+from .diagnostics import reachability, reachability_summary
+from .filters import chunk_payloads
 from .judging import document_run
 from .metrics import aggregate, evaluate_per_query, measures_from_spec
 from .models import count_tokens
+from .pipeline import RetrievalResources, retrieve
 from .progress import log
+from .query_classes import assign_classes
 from .resources import ensure_disk_space
 from .retry import call_with_retries
-from .retrieval import BM25Index, run_from_hits, timed
+from .retrieval import BM25Index, timed
 from .spans import budget_metrics, chunk_level_run_metrics, span_metrics
 from .store import ResultStore
 from .tracking import flatten, open_tracker
@@ -104,23 +110,25 @@ def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache) ->
     return embed_texts(chunks["index_text"].to_list(), embedder, "document", cache, return_vectors=False)[1]
 
 
+PAYLOAD_VERSION = "meta-v1"  # part of the collection identity: payload layout changes rebuild collections
+
+
 def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame, cache: VectorCache, index) -> str:
     """Build (or reuse) the Qdrant collection of ``chunks`` under ``embedder``, streaming vectors from the cache.
 
     Point id = the chunk's row in ``chunks``; payload = chunk id, doc id and the document's metadata fields.
     """
     key = model_key(embedder)
-    name = collection_name(ds.fingerprint, chunker.spec_id, key, embedder.document_prompt, index_spec)
+    name = collection_name(ds.fingerprint, chunker.spec_id, key, embedder.document_prompt, index_spec,
+                           payload=PAYLOAD_VERSION)
     hashes = [text_hash(embedder.document_prompt + t) for t in chunks["index_text"].to_list()]
     rows: dict[str, list[int]] = {}
     for i, h in enumerate(hashes):
         rows.setdefault(h, []).append(i)
-    doc_meta = {d: json.loads(m) for d, m in ds.corpus.select("doc_id", "metadata").iter_rows()}
-    chunk_ids, doc_ids = chunks["chunk_id"].to_list(), chunks["doc_id"].to_list()
+    payloads = chunk_payloads(chunks, ds.corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
 
     def payload(i: int) -> dict:
-        return {**{k: v for k, v in doc_meta.get(doc_ids[i], {}).items() if isinstance(v, (str, int, float, bool))},
-                "chunk_id": chunk_ids[i], "doc_id": doc_ids[i]}
+        return payloads[i]
 
     def batches():
         for picked, mat in cache.iter_vectors(key, "document", set(rows)):
@@ -137,20 +145,6 @@ def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame
     built, seconds = timed(index.ensure, meta, batches())
     log.info("index %s: %d points, %s", name, chunks.height, f"built in {seconds:.1f} s" if built else "reused")
     return name
-
-
-def retrieve_stage(cfg: RunConfig, ds: Dataset, chunks: pl.DataFrame, *, index=None, collection: str | None = None,
-                   query_vectors: np.ndarray | None = None, bm25: BM25Index | None = None) -> tuple[pl.DataFrame,
-                                                                                                  float]:
-    """A chunk run for every query, and the retrieval wall time in seconds."""
-    qids = ds.queries["query_id"].to_list()
-    r = cfg.retriever
-    if r.kind == "bm25":
-        hits, secs = timed(bm25.search, ds.queries["text"].to_list(), r.depth)
-    else:
-        hits, secs = timed(index.search, collection, query_vectors, model_key(cfg.embedder), r.depth,
-                           exact=r.exact, hnsw_ef=r.hnsw_ef)
-    return run_from_hits(qids, chunks, hits.ids, hits.scores), secs
 
 
 def context_tokenizer(cfg: RunConfig) -> str:
@@ -213,6 +207,8 @@ def run_sweep(cfg: SweepConfig, *, runner: StageRunner | None = None, home: Path
     os.environ.setdefault("RAGBENCH_HOME", str(home))
     runner = runner or LocalRunner()
     ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset)
+    qc = cfg.query_classes
+    ds = replace(ds, queries=assign_classes(ds.queries, qc.rules, qc.default, qc.override).select(ds.queries.columns))
     spec_hash = stable_hash(cfg.canonical())
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
         return _Sweep(cfg, ds, home, runner, spec_hash, fail_fast).run()
@@ -232,6 +228,7 @@ class _Sweep:
         self.measures = measures_from_spec(cfg.metrics)
         self.embed_stats: list[EmbedStats] = []
         self.query_vectors: dict[str, np.ndarray] = {}
+        self.rerankers: dict[str, object] = {}
         self.tracker = None
         self.parent_run: str | None = None
 
@@ -329,14 +326,13 @@ class _Sweep:
         if tok not in res.tokens:
             counts = dict(zip(chunks["chunk_id"], count_tokens(chunks["text"].to_list(), tok)))
             res.tokens[tok] = (counts, chunk_statistics(chunks, counts, self.ds.spans, self.ds.corpus))
-        inputs: dict[str, Any] = {"token_counts": res.tokens[tok][0], "chunk_stats": res.tokens[tok][1]}
-        if cfg_i.retriever.kind == "bm25":
-            key = cfg_i.retriever.spec_id
-            if key not in res.bm25:
-                res.bm25[key] = BM25Index(cfg_i.retriever, chunks["index_text"].to_list())
-            inputs["bm25"] = res.bm25[key]
-            return inputs
+        retrieval = RetrievalResources(chunks, vector_cache=self.vector_cache, bm25=res.bm25,
+                                       rerankers=self.rerankers)
+        inputs: dict[str, Any] = {"token_counts": res.tokens[tok][0], "chunk_stats": res.tokens[tok][1],
+                                  "tokenizer": tok, "resources": retrieval}
         emb = cfg_i.embedder
+        if emb is None:
+            return inputs
         if emb.spec_id not in res.collections:
             try:  # a failure here fails every config on this (chunker, embedder) alike, without retrying it
                 self.embed_stats.append(self.runner.run(f"embed-docs-{emb.label}", embed_documents_stage, chunks,
@@ -353,8 +349,8 @@ class _Sweep:
                                              self.ds.queries["text"].to_list(), emb, "query", self.vector_cache)
             self.embed_stats.append(stats)
             self.query_vectors[emb.spec_id] = vectors
-        inputs.update(index=self.index, collection=res.collections[emb.spec_id],
-                      query_vectors=self.query_vectors[emb.spec_id])
+        retrieval.index, retrieval.collection = self.index, res.collections[emb.spec_id]
+        retrieval.query_vectors = self.query_vectors[emb.spec_id]
         return inputs
 
     def _failed(self, cfg_i: RunConfig, e: BaseException) -> ConfigOutcome:
@@ -383,14 +379,42 @@ class _ChunkerResources:
 
 
 def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks: pl.DataFrame, measures, store,
-                        tracker, parent_run, sweep_id: str, kwargs: dict) -> ConfigOutcome:
-    token_counts, chunk_stats = kwargs.pop("token_counts"), kwargs.pop("chunk_stats")
-    chunk_run, seconds = retrieve_stage(cfg_i, ds, chunks, **kwargs)
-    per_query, agg = evaluate_stage(ds, chunk_run, measures, chunks=chunks, metrics_spec=cfg.metrics,
+                        tracker, parent_run, sweep_id: str, inputs: dict) -> ConfigOutcome:
+    """Retrieve, judge, diagnose and store one config (DuckDB in one transaction, MLflow as one child run)."""
+    res: RetrievalResources = inputs["resources"]
+    out = retrieve(cfg_i, ds, res, cfg.diagnostics.k)
+    token_counts = inputs["token_counts"]
+    if out.judged_chunks is not chunks:  # small-to-big: budgets are measured on the parents returned
+        token_counts = dict(zip(out.judged_chunks["chunk_id"],
+                                count_tokens(out.judged_chunks["text"].to_list(), inputs["tokenizer"])))
+    per_query, agg = evaluate_stage(ds, out.run, measures, chunks=out.judged_chunks, metrics_spec=cfg.metrics,
                                     token_counts=token_counts)
-    n_queries = ds.queries.height
-    n_unlabelled = ds.n_unlabelled
-    ms = 1000 * seconds / max(n_queries, 1)
+    qids = ds.queries["query_id"].to_list()
+    extra = dict(out.metrics)
+    tables = dict(out.tables)
+    if out.unfiltered_run is not None:
+        unfiltered = evaluate_per_query(document_run(out.unfiltered_run), ds.qrels, qids, measures)
+        for m, mean in aggregate(unfiltered).select("measure", "mean").iter_rows():
+            extra[f"unfiltered_{m}"] = mean
+    reach = reachability(document_run(out.first_stage_run), ds.qrels, qids, k=cfg.diagnostics.k,
+                         pool=cfg.diagnostics.pool)
+    for category, _, _, share in reachability_summary(reach).iter_rows():
+        if category != "unlabelled":
+            extra[f"reach_{category}@{cfg.diagnostics.k}/{cfg.diagnostics.pool}"] = share if share is not None \
+                else float("nan")
+    ann = None
+    if cfg_i.embedder is not None and cfg.ann_fidelity.enabled:
+        r = cfg_i.retriever.dense if cfg_i.retriever.kind == "hybrid" else cfg_i.retriever
+        ann = ann_fidelity(res.index, res.collection, res.query_vectors, model_key(cfg_i.embedder),
+                           k=cfg.ann_fidelity.k, ef_values=cfg.ann_fidelity.ef_values, depth=max(r.depth,
+                                                                                                cfg.ann_fidelity.k),
+                           configured_ef=r.hnsw_ef)
+        configured = ann.filter(pl.col("configured"))
+        extra[f"ann_recall_vs_exact@{cfg.ann_fidelity.k}"] = 1.0 if r.exact else float(
+            configured["recall_vs_exact"][0])
+        tables["ann_fidelity.parquet"] = ann
+    n_queries, n_unlabelled = ds.queries.height, ds.n_unlabelled
+    ms = 1000 * out.seconds / max(n_queries, 1)
     metrics = dict(zip(agg["measure"], agg["mean"]))
     run_id = None
     if tracker and parent_run:
@@ -398,18 +422,23 @@ def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks:
             run_id = tracker.log_config(
                 parent_run, sweep_id, cfg_i.config_id, cfg_i.name,
                 flatten({**cfg_i.spec(), "dataset_fingerprint": ds.fingerprint, "config_id": cfg_i.config_id}),
-                {**metrics, **{f"chunkstat_{k}": v for k, v in chunk_stats.items()}, "n_queries": n_queries,
-                 "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms},
-                {"per_query.parquet": per_query, "rankings.parquet": chunk_run})
+                {**metrics, **extra, **{f"chunkstat_{k}": v for k, v in inputs["chunk_stats"].items()},
+                 "n_queries": n_queries, "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms},
+                {"per_query.parquet": per_query, "rankings.parquet": out.run, "reachability.parquet": reach,
+                 **tables})
         except Exception as e:
             log.warning("MLflow: could not log config %s (%s); it is in DuckDB — run `ragbench sync-mlflow` later",
                         cfg_i.name, str(e).splitlines()[0][:200])
-    store.write_config(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint, metrics=agg,
-                       per_query=per_query, rankings=chunk_run, n_queries=n_queries, n_unlabelled=n_unlabelled,
-                       ms_per_query=ms, mlflow_run_id=run_id, chunk_stats=chunk_stats)
-    primary = metrics.get(cfg.metrics.primary, float("nan"))
-    log.info("config %s: %s = %.4f", cfg_i.name, cfg.metrics.primary, primary)
-    return ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", metrics, n_queries, n_unlabelled)
+    extra_rows = pl.DataFrame({"measure": list(extra), "mean": [float(v) for v in extra.values()]},
+                              schema={"measure": pl.String, "mean": pl.Float64}).with_columns(
+        n=pl.lit(n_queries - n_unlabelled, pl.Int64), n_unlabelled=pl.lit(n_unlabelled, pl.Int64))
+    store.write_config(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint,
+                       metrics=pl.concat([agg, extra_rows]), per_query=per_query, rankings=out.run,
+                       n_queries=n_queries, n_unlabelled=n_unlabelled, ms_per_query=ms, mlflow_run_id=run_id,
+                       chunk_stats=inputs["chunk_stats"], diagnostics=reach, ann=ann)
+    log.info("config %s: %s = %.4f", cfg_i.name, cfg.metrics.primary, metrics.get(cfg.metrics.primary, math.nan))
+    return ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", {**metrics, **extra}, n_queries,
+                         n_unlabelled)
 
 
 def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome], home: Path) -> None:

@@ -93,7 +93,7 @@ def test_gold_evidence_uses_spans_then_qrels(demo):
 
 def test_answer_queries_and_oracle_against_the_real_server(demo, server, tmp_path):
     ds, chunks, run = demo
-    golds = dict(zip(ds.queries["query_id"], ds.queries["answers"]))
+    golds = dict(zip(ds.queries["query_id"].to_list(), ds.queries["answers"].to_list()))
     texts = dict(zip(chunks["chunk_id"], chunks["text"]))
     with ChatClient(server.base_url, server.model_id, max_tokens=32, cache_dir=tmp_path / "llm") as client:
         answers = answer_queries(ds, run, chunks, client, SPEC)

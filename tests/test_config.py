@@ -53,7 +53,7 @@ def test_unknown_field_and_bad_yaml(tmp_path):
         load_config(write_config(tmp_path / "bad.yaml", BASE.replace("  - kind: whole", "  - kind: whole\n    colour: red")))
     with pytest.raises(ConfigError, match=r"broken.yaml:\d+: invalid YAML: expected ',' or ']'"):
         load_config(write_config(tmp_path / "broken.yaml", "name: t\ndataset: [unclosed\n"))
-    with pytest.raises(ConfigError, match="dense retriever needs at least one entry under 'embedders'"):
+    with pytest.raises(ConfigError, match="a dense or hybrid retriever needs at least one entry under 'embedders'"):
         load_config(write_config(tmp_path / "noemb.yaml", BASE.split("embedders:")[0] +
                                  "retrievers:\n  - kind: dense\n"))
 

@@ -127,8 +127,9 @@ def test_bad_model_path_is_a_clear_error_and_leaves_no_process(tmp_path):
     garbage = tmp_path / "garbage-model.gguf"
     garbage.write_bytes(b"this is not a gguf file" * 100)
     srv = LocalLLMServer(binary, garbage, startup_timeout=60)
-    with pytest.raises(LLMServerError, match=r"exited with code .* garbage-model\.gguf"):
+    with pytest.raises(LLMServerError, match=r"exited with code 1 while loading model .*garbage-model\.gguf") as e:
         srv.start()
+    assert "invalid magic" in str(e.value)          # the server's own words, from the tail of its log
     assert not srv.running and not _processes_mentioning(str(garbage))
 
 

@@ -1,0 +1,109 @@
+"""The retrieval fixes as sweep knobs, on the demo set through the real stack: hybrid fusion, a rescoring cascade,
+small-to-big, a metadata filter, ANN fidelity, reachability, and per-query-class results."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from conftest import DEMO, write_config
+from ragbench.config import load_config
+from ragbench.sweep import run_sweep
+
+KNOBS = f"""name: knobs
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: markdown, prefix: breadcrumb, max_tokens: 128}}]
+embedders: [{{model: all-MiniLM-L6-v2}}]
+retrievers:
+  - {{kind: bm25, name: bm25}}
+  - {{kind: dense, exact: true, name: dense}}
+  - {{kind: dense, hnsw_ef: 16, depth: 10, name: dense-ef16}}
+  - {{kind: hybrid, fusion: rrf, name: hybrid}}
+  - {{kind: bm25, name: bm25-rescored, rerank: {{kind: biencoder, model: all-MiniLM-L6-v2, top_n: 20, keep: 10}}}}
+  - {{kind: dense, exact: true, name: dense-parents, parents: {{mode: section}}}}
+  - {{kind: hybrid, name: hybrid-public, filter: {{tenant: public}}}}
+index: {{full_scan_threshold_kb: 1}}
+metrics: {{cutoffs: [1, 5, 10, 20]}}
+output: {{mlflow: false}}
+"""
+
+
+@pytest.fixture(scope="module")
+def knobs(tmp_path_factory):
+    import os
+
+    home = tmp_path_factory.mktemp("knobs")
+    old = os.environ.get("RAGBENCH_HOME")
+    os.environ["RAGBENCH_HOME"] = str(home)
+    try:
+        result = run_sweep(load_config(write_config(home / "knobs.yaml", KNOBS)), home=home)
+    finally:
+        if old is None:
+            os.environ.pop("RAGBENCH_HOME", None)
+        else:
+            os.environ["RAGBENCH_HOME"] = old
+    con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
+    ids = {o.name.split(" | ")[-1].split(" ")[0]: o.config_id for o in result.outcomes}
+    yield result, con, ids
+    con.close()
+
+
+def _class_means(con, config_id, measure="ndcg@10"):
+    return dict(con.execute("SELECT query_class, avg(value) FROM query_metrics WHERE config_id = ? AND measure = ? "
+                            "AND NOT isnan(value) GROUP BY ALL", [config_id, measure]).fetchall())
+
+
+def test_all_knobs_run(knobs):
+    result, _, ids = knobs
+    assert result.n_failed == 0 and len(result.outcomes) == 7
+    assert set(ids) == {"bm25", "dense", "dense-ef16", "hybrid", "bm25-rescored", "dense-parents", "hybrid-public"}
+
+
+def test_hybrid_beats_dense_on_exact_identifiers_and_dense_wins_paraphrases(knobs):
+    _, con, ids = knobs
+    dense, hybrid, bm25 = (_class_means(con, ids[n]) for n in ("dense", "hybrid", "bm25"))
+    assert hybrid["identifier"] > dense["identifier"]
+    assert dense["paraphrase"] > bm25["paraphrase"]
+
+
+def test_filter_reports_recall_with_and_without_and_returns_only_matching_docs(knobs):
+    result, con, ids = knobs
+    corpus = {json.loads(line)["_id"]: json.loads(line)["metadata"]["tenant"]
+              for line in open(DEMO / "corpus.jsonl")}
+    docs = {d for (d,) in con.execute("SELECT DISTINCT doc_id FROM rankings WHERE config_id = ?",
+                                      [ids["hybrid-public"]]).fetchall()}
+    assert docs and all(corpus[d] == "public" for d in docs)
+    m = next(o for o in result.outcomes if o.config_id == ids["hybrid-public"]).metrics
+    assert m["unfiltered_recall@10"] > m["recall@10"]  # relevant internal docs are filtered away
+    assert "filter_shortfall_queries@10" in m and "filter_returned_mean" in m
+
+
+def test_ann_fidelity_table_and_reachability(knobs):
+    result, con, ids = knobs
+    rows = con.execute("SELECT hnsw_ef, configured, recall_vs_exact FROM ann_fidelity WHERE config_id = ? "
+                       "ORDER BY configured, hnsw_ef", [ids["dense-ef16"]]).fetchall()
+    assert [r[0] for r in rows if not r[1]] == [16, 32, 64, 128, 256] and rows[-1][:2] == (16, True)
+    assert all(0 < r[2] <= 1 for r in rows)
+    assert con.execute("SELECT count(*) FROM ann_fidelity WHERE config_id = ?", [ids["bm25"]]).fetchall()[0][0] == 0
+    reach = dict(con.execute("SELECT category, count(*) FROM query_diagnostics WHERE config_id = ? GROUP BY ALL",
+                             [ids["hybrid-public"]]).fetchall())
+    assert sum(reach.values()) == 34 and reach["unlabelled"] == 2
+    m = next(o for o in result.outcomes if o.config_id == ids["dense"]).metrics
+    assert sum(m[f"reach_{c}@10/50"] for c in ("hit", "ranked_badly", "unreachable")) == pytest.approx(1.0)
+
+
+def test_rescoring_and_small_to_big(knobs):
+    result, con, ids = knobs
+    m = next(o for o in result.outcomes if o.config_id == ids["bm25-rescored"]).metrics
+    assert m["rerank_ms_per_query"] > 0
+    depth = con.execute("SELECT max(rank) FROM rankings WHERE config_id = ?", [ids["bm25-rescored"]]).fetchall()
+    assert depth[0][0] == 10  # keep
+    parents = con.execute("SELECT count(*), count(DISTINCT chunk_id) FROM rankings WHERE config_id = ? "
+                          "AND query_id = 'q01'", [ids["dense-parents"]]).fetchall()[0]
+    small = con.execute("SELECT count(*) FROM rankings WHERE config_id = ? AND query_id = 'q01'",
+                        [ids["dense"]]).fetchall()[0][0]
+    assert parents[0] == parents[1] and parents[0] < small  # parents deduplicated
+    m = next(o for o in result.outcomes if o.config_id == ids["dense-parents"]).metrics
+    assert 0 < m["span_recall@5"] <= 1
