@@ -162,6 +162,25 @@ def answer_queries(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFra
     return _answer(queries, ranked, client, context_spec, progress)[0]
 
 
+def context_hits(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, context_spec: ContextSpec,
+                 sample: int | None = None, seed: int = 0) -> pl.DataFrame:
+    """Answer-in-context per query without any LLM (the DPR-style top-k accuracy, cheap enough for every config).
+
+    Columns ``query_id, answerable, n_chunks, context_tokens, answer_in_context`` (NaN for unanswerable queries);
+    the context is assembled exactly as :func:`answer_queries` would send it.
+    """
+    queries = sample_queries(dataset, sample, seed)
+    ranked = _ranked_chunks(chunk_run, chunks, [q.query_id for q in queries], _candidate_depth(context_spec))
+    rows = []
+    for q in queries:
+        ctx = build_context(q.text, [(c["chunk_id"], c["text"]) for c in ranked[q.query_id]], context_spec)
+        rows.append({"query_id": q.query_id, "answerable": bool(q.answers), "n_chunks": len(ctx.chunk_ids),
+                     "context_tokens": ctx.context_tokens,
+                     "answer_in_context": answer_in_context(ctx.context, q.answers) if q.answers else math.nan})
+    return pl.DataFrame(rows, schema={k: ANSWER_SCHEMA[k] for k in ("query_id", "answerable", "n_chunks",
+                                                                  "context_tokens", "answer_in_context")})
+
+
 def gold_evidence(dataset: Dataset, query_id: str) -> list[tuple[str, str]]:
     """``(passage_id, text)`` of a query's gold evidence: merged spans, else relevant whole documents, else []."""
     from .spans import merge_spans

@@ -71,12 +71,17 @@ def as_batches(vectors: np.ndarray, payloads: list[dict], size: int = UPSERT_BAT
         yield np.arange(i, j), vectors[i:j], payloads[i:j]
 
 
-def _check(meta: CollectionMeta, model_key: str, dim: int) -> None:
+def _searchable(index, name: str, model_key: str, dim: int) -> CollectionMeta:
+    """The collection's metadata, after refusing an incomplete collection or vectors of another model."""
+    meta = index.meta(name)
+    if meta is None:
+        raise IndexMismatchError(f"collection {name} does not exist or is incomplete")
     if meta.model_key != model_key:
         raise IndexMismatchError(f"collection {meta.name} holds vectors of {meta.model_key}; refusing to search it "
                                  f"with vectors of {model_key}")
     if meta.dim != dim:
         raise IndexMismatchError(f"collection {meta.name} has dimension {meta.dim}, query vectors have {dim}")
+    return meta
 
 
 class EdgeIndex:
@@ -151,10 +156,7 @@ class EdgeIndex:
                hnsw_ef: int | None = None, query_filter=None) -> Hits:
         from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SearchParams
 
-        meta = self.meta(name)
-        if meta is None:
-            raise IndexMismatchError(f"collection {name} does not exist or is incomplete")
-        _check(meta, model_key, queries.shape[1])
+        _searchable(self, name, model_key, queries.shape[1])
         params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
         shard = self._shard(name)
         ids, scores = [], []
@@ -224,10 +226,7 @@ class ClientIndex:
                hnsw_ef: int | None = None, query_filter=None) -> Hits:
         from qdrant_client import models
 
-        meta = self.meta(name)
-        if meta is None:
-            raise IndexMismatchError(f"collection {name} does not exist or is incomplete")
-        _check(meta, model_key, queries.shape[1])
+        _searchable(self, name, model_key, queries.shape[1])
         params = models.SearchParams(exact=exact, hnsw_ef=hnsw_ef)
         ids, scores = [], []
         for i in range(0, len(queries), 64):

@@ -17,22 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promotion/explain load serving lazily
 from pydantic import TypeAdapter
 
 from .cache import ChunkCache, VectorCache
-from .config import BM25Retriever, ChunkerSpec, DatasetSpec, DenseRetriever, EmbedderSpec, IndexSpec
+from .config import ChunkerSpec, DatasetSpec, EmbedderSpec, IndexSpec, RetrieverSpec, RunConfig
 from .errors import RagbenchError
-from .retrieval import BM25Index, run_from_hits
 
 #: Columns of :meth:`ProductionRetriever.search`: one row per (query, rank), best first.
 RESULT_SCHEMA = {"query_index": pl.Int64, "query": pl.String, "rank": pl.Int32, "chunk_id": pl.String,
                  "doc_id": pl.String, "score": pl.Float64, "text": pl.String}
 
 _CHUNKER = TypeAdapter(ChunkerSpec)
-_RETRIEVER = TypeAdapter(DenseRetriever | BM25Retriever)
+_RETRIEVER = TypeAdapter(RetrieverSpec)
 
 
 @dataclass(frozen=True)
@@ -56,8 +54,8 @@ def parse_config(spec: dict) -> ParsedConfig:
         index = IndexSpec.model_validate(spec["index"]) if spec.get("index") else None
     except Exception as e:  # pydantic ValidationError: say which spec it was
         raise RagbenchError(f"invalid stored config spec: {e}") from None
-    if retriever.kind == "dense" and (embedder is None or index is None):
-        raise RagbenchError("a dense config spec needs 'embedder' and 'index'")
+    if retriever.kind in ("dense", "hybrid") and (embedder is None or index is None):
+        raise RagbenchError(f"a {retriever.kind} config spec needs 'embedder' and 'index'")
     return ParsedConfig(chunker, embedder, retriever, index)
 
 
@@ -66,11 +64,13 @@ def config_collection(spec: dict, dataset_fingerprint: str) -> str | None:
     from .embedding import model_key
     from .index import collection_name
 
+    from .sweep import PAYLOAD_VERSION
+
     p = parse_config(spec)
-    if p.retriever.kind != "dense":
+    if p.embedder is None:
         return None
     return collection_name(dataset_fingerprint, p.chunker.spec_id, model_key(p.embedder),
-                           p.embedder.document_prompt, p.index)
+                           p.embedder.document_prompt, p.index, payload=PAYLOAD_VERSION)
 
 
 def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dict | None = None) -> pl.DataFrame:
@@ -109,18 +109,24 @@ def load_dataset_checked(dataset_spec: dict, dataset_fingerprint: str):
 
 
 class ProductionRetriever:
-    """Answers queries with one stored configuration. Build with :meth:`from_config`."""
+    """Answers queries with one stored configuration, through the same pipeline the sweep evaluated
+    (:func:`ragbench.pipeline.retrieve`: first stage, fusion, rerank, small-to-big, filter). Build with
+    :meth:`from_config`."""
 
     def __init__(self, spec: dict, dataset_fingerprint: str, home: Path, chunks: pl.DataFrame,
-                 parsed: ParsedConfig, collection: str | None):
+                 parsed: ParsedConfig, collection: str | None, corpus: pl.DataFrame):
+        from .pipeline import RetrievalResources
+
         self.spec = spec
         self.dataset_fingerprint = dataset_fingerprint
         self.home = Path(home)
         self.chunks = chunks
         self.parsed = parsed
         self.collection = collection
-        self._bm25: BM25Index | None = None
+        self.corpus = corpus
+        self.config = RunConfig(parsed.chunker, parsed.embedder, parsed.retriever, parsed.index)
         self._index = None
+        self._resources = RetrievalResources(chunks, vector_cache=VectorCache(self.home / "cache"))
 
     @classmethod
     def from_config(cls, spec: dict, dataset_fingerprint: str, home: Path,
@@ -136,12 +142,19 @@ class ProductionRetriever:
         home : Path
             The ragbench home holding the cache and the embedded Qdrant collections.
         dataset_spec : dict, optional
-            ``sweeps.spec_json["dataset"]``: lets the chunks be rebuilt if the cache was cleared.
+            ``sweeps.spec_json["dataset"]``: lets the chunks be rebuilt if the cache was cleared, and gives the
+            document metadata that metadata filters and small-to-big parents need.
         """
         parsed = parse_config(spec)
         chunks = load_chunks(parsed.chunker, dataset_fingerprint, home, dataset_spec)
+        r = parsed.retriever
+        if (r.filter or r.parents) and dataset_spec is None:
+            raise RagbenchError("this config filters on metadata or returns parents: it needs the dataset spec")
+        corpus = (load_dataset_checked(dataset_spec, dataset_fingerprint).corpus if (r.filter or r.parents)
+                  else chunks.select("doc_id").unique().with_columns(title=pl.lit(""), text=pl.lit(""),
+                                                                      metadata=pl.lit("{}")))
         collection = config_collection(spec, dataset_fingerprint)
-        self = cls(spec, dataset_fingerprint, home, chunks, parsed, collection)
+        self = cls(spec, dataset_fingerprint, home, chunks, parsed, collection, corpus)
         if collection is not None:
             from .index import open_index
 
@@ -149,6 +162,7 @@ class ProductionRetriever:
             if self._index.meta(collection) is None:
                 raise RagbenchError(f"Qdrant collection {collection} of this config does not exist (or is "
                                     f"incomplete) under {self.home}; rerun the sweep that built it")
+            self._resources.index, self._resources.collection = self._index, collection
         return self
 
     @property
@@ -157,6 +171,9 @@ class ProductionRetriever:
 
     def search(self, queries: list[str], k: int | None = None) -> pl.DataFrame:
         """Top ``k`` chunks (default: the config's retrieval depth) for each query, as :data:`RESULT_SCHEMA`."""
+        from .datasets import QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA, Dataset
+        from .pipeline import retrieve
+
         if isinstance(queries, str):
             queries = [queries]
         queries = [str(q) for q in queries]
@@ -165,25 +182,23 @@ class ProductionRetriever:
         k = int(k or self.depth)
         if k <= 0:
             raise RagbenchError(f"k must be positive, got {k}")
-        r = self.parsed.retriever
-        if r.kind == "bm25":
-            if self._bm25 is None:
-                self._bm25 = BM25Index(r, self.chunks["index_text"].to_list())
-            hits = self._bm25.search(queries, k)
-        else:
-            from .embedding import embed_texts, model_key
-
-            vectors, _ = embed_texts(queries, self.parsed.embedder, "query", VectorCache(self.home / "cache"))
-            hits = self._index.search(self.collection, np.asarray(vectors), model_key(self.parsed.embedder), k,
-                                      exact=r.exact, hnsw_ef=r.hnsw_ef)
         qids = [str(i) for i in range(len(queries))]
-        run = run_from_hits(qids, self.chunks, hits.ids, hits.scores)
-        texts = self.chunks.select("chunk_id", "text")
-        asked = pl.DataFrame({"query_index": range(len(queries)), "query": queries},
+        asked = Dataset("queries", self.corpus,
+                        pl.DataFrame({"query_id": qids, "text": queries, "query_class": [None] * len(qids),
+                                      "answers": [[]] * len(qids)}, schema=QUERY_SCHEMA),
+                        pl.DataFrame(schema=QRELS_SCHEMA), pl.DataFrame(schema=SPANS_SCHEMA), self.dataset_fingerprint)
+        if self.parsed.embedder is not None:
+            from .embedding import embed_texts
+
+            self._resources.query_vectors, _ = embed_texts(queries, self.parsed.embedder, "query",
+                                                           self._resources.vector_cache)
+        out = retrieve(self.config, asked, self._resources)
+        texts = out.judged_chunks.select("chunk_id", "text")
+        named = pl.DataFrame({"query_index": range(len(queries)), "query": queries},
                              schema={"query_index": pl.Int64, "query": pl.String})
-        return (run.join(texts, on="chunk_id", how="left")
+        return (out.run.filter(pl.col("rank") <= k).join(texts, on="chunk_id", how="left")
                 .with_columns(pl.col("query_id").cast(pl.Int64).alias("query_index"))
-                .join(asked, on="query_index", how="left")
+                .join(named, on="query_index", how="left")
                 .sort(["query_index", "rank"])
                 .select(list(RESULT_SCHEMA))
                 .cast(RESULT_SCHEMA))

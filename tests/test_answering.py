@@ -4,6 +4,7 @@ on four demo questions (three answerable, one unanswerable) retrieved with real 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from itertools import product
 
@@ -12,8 +13,8 @@ import pytest
 
 from ragbench.answering import (ANSWER_SCHEMA, CONTEXT_DILUTION, GENERATION_BUG, ORACLE_SCHEMA, PASS,
                                 RETRIEVAL_MISS_RANKING, RETRIEVAL_MISS_REPRESENTATION, VERDICTS, answer_queries,
-                                gold_evidence, k_sweep, oracle_test, oracle_verdict, plot_k_sweep, summarize_answers,
-                                verdict_counts)
+                                context_hits, gold_evidence, k_sweep, oracle_test, oracle_verdict, plot_k_sweep,
+                                summarize_answers, verdict_counts)
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, RecursiveChunker
 from ragbench.datasets import load_dataset
@@ -68,8 +69,9 @@ def server():
     try:
         binary, model = locate_llama_server(), locate_model("smollm2-135m")
     except LLMServerError as e:
-        pytest.skip(f"local LLM not installed ({e})")
-    with LocalLLMServer(binary, model, ctx=4096, parallel=1, threads=2) as srv:
+        (pytest.fail if os.environ.get("RAGBENCH_REQUIRE_LLM") == "1" else pytest.skip)(
+            f"local LLM not installed ({e})")
+    with LocalLLMServer(binary, model, ctx=4096, parallel=1, threads=1) as srv:
         yield srv
 
 
@@ -113,6 +115,11 @@ def test_answer_queries_and_oracle_against_the_real_server(demo, server, tmp_pat
         # the chunks used are the top of the BM25 run, in rank order (ordering="score", no near-duplicates here)
         top = run.filter(pl.col("query_id") == "q03").sort("rank")["chunk_id"].to_list()
         assert answers.filter(pl.col("query_id") == "q03")["chunk_ids"][0].to_list() == top[:3]
+
+        hits = context_hits(ds, run, chunks, SPEC)                     # the same contexts, no LLM
+        assert hits["n_chunks"].to_list() == answers["n_chunks"].to_list()
+        nan_safe = lambda xs: ["nan" if math.isnan(x) else x for x in xs]  # noqa: E731
+        assert nan_safe(hits["answer_in_context"]) == nan_safe(answers["answer_in_context"])
 
         oracle = oracle_test(ds, run, chunks, client, SPEC, pool_depth=50)
         assert client.http_calls == 8                                # arm A from the cache, arm B: 4 new calls
