@@ -8,6 +8,7 @@ import math
 from rich.markup import escape
 from rich.table import Table
 
+from .answering import VERDICTS
 from .sweep import SweepResult
 
 LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")
@@ -15,6 +16,9 @@ LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precisi
 
 def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> Table:
     """Configs sorted by the primary measure, best first; failed configs last with their error."""
+    answered = any("answer_accuracy" in o.metrics for o in result.outcomes)
+    if answered:  # room for the answer columns
+        measures = measures[:2]
     cols = [result.primary] + [m for m in measures if m != result.primary]
     table = Table(title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
                         f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed")
@@ -24,6 +28,9 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
         table.add_column(c, justify="right", style="bold" if c == result.primary else None)
     table.add_column("queries", justify="right")
     table.add_column("unlabelled", justify="right")
+    if answered:
+        for c in ("EM", "F1", "contains", "accuracy", "answer∈ctx", "oracle P/Rank/Repr/Dil/Gen"):
+            table.add_column(c, justify="right")
 
     def key(o):
         v = o.metrics.get(result.primary, math.nan)
@@ -35,11 +42,21 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
                           *[""] * (len(cols) + 1))
             continue
         vals = [o.metrics.get(c) for c in cols]
-        table.add_row(str(i), escape(o.name), *[f"{v:.4f}" if v is not None and v == v else "–" for v in vals],
-                      str(o.n_queries - o.n_unlabelled), str(o.n_unlabelled))
+        row = [str(i), escape(o.name), *[_fmt(v) for v in vals], str(o.n_queries - o.n_unlabelled),
+               str(o.n_unlabelled)]
+        if answered:
+            m = o.metrics
+            verdicts = "/".join(str(int(m.get(f"oracle_{v}", 0))) for v in VERDICTS)
+            row += [_fmt(m.get(k), 3) for k in ("answer_em", "answer_f1", "answer_contains", "answer_accuracy",
+                                                "answer_in_context")] + [verdicts]
+        table.add_row(*row)
     if result.n_failed:
         table.caption = f"[red]{result.n_failed} of {len(result.outcomes)} configs failed[/red]"
     return table
+
+
+def _fmt(v, digits: int = 4) -> str:
+    return f"{v:.{digits}f}" if v is not None and v == v else "–"
 
 
 def json_lines(result: SweepResult) -> list[str]:

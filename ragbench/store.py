@@ -42,13 +42,23 @@ CREATE TABLE IF NOT EXISTS query_diagnostics (
 CREATE TABLE IF NOT EXISTS ann_fidelity (
     sweep_id VARCHAR, config_id VARCHAR, hnsw_ef INTEGER, configured BOOLEAN, k INTEGER, depth INTEGER,
     recall_vs_exact DOUBLE, ms_per_query_ann DOUBLE, ms_per_query_exact DOUBLE);
+CREATE TABLE IF NOT EXISTS answers (
+    sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, query_class VARCHAR, answerable BOOLEAN,
+    n_chunks INTEGER, chunk_ids VARCHAR[], context_tokens INTEGER, prompt_tokens INTEGER, answer VARCHAR,
+    em DOUBLE, f1 DOUBLE, contains DOUBLE, insufficient BOOLEAN, correct BOOLEAN, answer_in_context DOUBLE,
+    cached BOOLEAN, seconds DOUBLE, b_answer VARCHAR, b_correct BOOLEAN, gold_in_context BOOLEAN,
+    gold_in_pool BOOLEAN, verdict VARCHAR);
+CREATE TABLE IF NOT EXISTS k_sweep (
+    sweep_id VARCHAR, config_id VARCHAR, k INTEGER, n_queries INTEGER, accuracy DOUBLE, em DOUBLE, f1 DOUBLE,
+    contains DOUBLE, answer_in_context DOUBLE, insufficient_rate DOUBLE, mean_chunks DOUBLE,
+    mean_context_tokens DOUBLE, recall DOUBLE, recall_measure VARCHAR);
 CREATE TABLE IF NOT EXISTS rankings (
     sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, rank INTEGER, chunk_id VARCHAR, doc_id VARCHAR,
     score DOUBLE);
 """
 
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
-                     "ann_fidelity")
+                     "ann_fidelity", "answers")
 
 
 def _now() -> datetime:
@@ -137,7 +147,7 @@ class ResultStore:
                      metrics: pl.DataFrame, per_query: pl.DataFrame, rankings: pl.DataFrame, n_queries: int,
                      n_unlabelled: int, ms_per_query: float | None, mlflow_run_id: str | None,
                      chunk_stats: dict[str, float] | None = None, diagnostics: pl.DataFrame | None = None,
-                     ann: pl.DataFrame | None = None) -> None:
+                     ann: pl.DataFrame | None = None, answers: pl.DataFrame | None = None) -> None:
         """Replace this config's rows (all tables) in one transaction: complete or absent, never doubled."""
         key = {"sweep_id": sweep_id, "config_id": config_id}
         tables = {
@@ -153,6 +163,8 @@ class ResultStore:
         if ann is not None:
             tables["ann_fidelity"] = ann.select("hnsw_ef", "configured", "k", "depth", "recall_vs_exact",
                                                 "ms_per_query_ann", "ms_per_query_exact")
+        if answers is not None:
+            tables["answers"] = answers
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -183,6 +195,19 @@ class ResultStore:
             con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, NULL, ?, ?)",
                         [sweep_id, config_id, name, json.dumps(spec, sort_keys=True), dataset_fingerprint, error,
                          mlflow_run_id, _now()])
+            con.execute("COMMIT")
+
+    def write_k_sweep(self, sweep_id: str, config_id: str, table: pl.DataFrame) -> None:
+        """Replace the sweep's k-sweep rows (accuracy and recall per context size k) in one transaction."""
+        cols = ["k", "n_queries", "accuracy", "em", "f1", "contains", "answer_in_context", "insufficient_rate",
+                "mean_chunks", "mean_context_tokens", "recall", "recall_measure"]
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            con.execute("DELETE FROM k_sweep WHERE sweep_id = ?", [sweep_id])
+            con.register("incoming", table.select(cols).to_arrow())
+            con.execute(f"INSERT INTO k_sweep (sweep_id, config_id, {', '.join(cols)}) SELECT ?, ?, "
+                        f"{', '.join(cols)} FROM incoming", [sweep_id, config_id])
+            con.unregister("incoming")
             con.execute("COMMIT")
 
     def set_config_mlflow_run(self, sweep_id: str, config_id: str, run_id: str) -> None:

@@ -32,6 +32,7 @@ from .ann import ann_fidelity
 from .chunkstats import chunk_statistics
 from .diagnostics import reachability, reachability_summary
 from .filters import chunk_payloads
+from .generation import Generator, answer_in_context_metrics, generation_stage, k_sweep_stage
 from .judging import document_run
 from .metrics import aggregate, evaluate_per_query, measures_from_spec
 from .models import count_tokens
@@ -229,11 +230,21 @@ class _Sweep:
         self.embed_stats: list[EmbedStats] = []
         self.query_vectors: dict[str, np.ndarray] = {}
         self.rerankers: dict[str, object] = {}
+        gen = cfg.generation
+        self.generator = Generator(gen, home) if gen is not None and gen.enabled else None
+        self.best: tuple[float, RunConfig, pl.DataFrame, pl.DataFrame] | None = None  # for the k sweep
         self.tracker = None
         self.parent_run: str | None = None
 
     # ------------------------------------------------------------ lifecycle
     def run(self) -> SweepResult:
+        try:
+            return self._run()
+        finally:  # a local LLM server never outlives the sweep, whatever happened
+            if self.generator is not None:
+                self.generator.stop()
+
+    def _run(self) -> SweepResult:
         t0 = time.perf_counter()
         cfg, ds, store = self.cfg, self.ds, self.store
         for w in ds.warnings[:20]:
@@ -259,6 +270,7 @@ class _Sweep:
             if mine:
                 outcomes += self._run_chunker(chunker, mine)
 
+        self._k_sweep()
         n_failed = sum(o.status == "failed" for o in outcomes)
         store.finish_sweep(sweep_id, "finished" if n_failed == 0 else "finished_with_failures")
         self._close_tracking(outcomes, n_failed, len(configs))
@@ -311,9 +323,13 @@ class _Sweep:
         for cfg_i in configs:
             try:
                 inputs = self._inputs(cfg_i, chunker, chunks, resources)
-                outcomes.append(self.runner.run(
+                outcome, run, judged = self.runner.run(
                     f"evaluate-{cfg_i.config_id}", _evaluate_and_store, self.cfg, cfg_i, self.ds, chunks,
-                    self.measures, self.store, self.tracker, self.parent_run, self.sweep_id, inputs))
+                    self.measures, self.store, self.tracker, self.parent_run, self.sweep_id, inputs)
+                outcomes.append(outcome)
+                value = outcome.metrics.get(self.cfg.metrics.primary, math.nan)
+                if value == value and (self.best is None or value > self.best[0]):
+                    self.best = (value, cfg_i, run, judged)
             except Exception as e:
                 if self.fail_fast:
                     raise
@@ -329,7 +345,7 @@ class _Sweep:
         retrieval = RetrievalResources(chunks, vector_cache=self.vector_cache, bm25=res.bm25,
                                        rerankers=self.rerankers)
         inputs: dict[str, Any] = {"token_counts": res.tokens[tok][0], "chunk_stats": res.tokens[tok][1],
-                                  "tokenizer": tok, "resources": retrieval}
+                                  "tokenizer": tok, "resources": retrieval, "generator": self.generator}
         emb = cfg_i.embedder
         if emb is None:
             return inputs
@@ -352,6 +368,33 @@ class _Sweep:
         retrieval.index, retrieval.collection = self.index, res.collections[emb.spec_id]
         retrieval.query_vectors = self.query_vectors[emb.spec_id]
         return inputs
+
+    def _k_sweep(self) -> None:
+        """End-to-end accuracy over context sizes k for the best config, on the sweep's parent run and in DuckDB."""
+        gen = self.cfg.generation
+        if self.generator is None or gen.k_sweep is None or self.best is None:
+            return
+        value, cfg_i, run, judged = self.best
+        try:
+            table = k_sweep_stage(self.ds, run, judged, self.generator)
+        except Exception as e:  # the configs' results stand; the k sweep is an extra view of the best one
+            log.error("k sweep on %s failed: %s", cfg_i.name, e)
+            return
+        self.store.write_k_sweep(self.sweep_id, cfg_i.config_id, table)
+        log.info("k sweep on %s:\n%s", cfg_i.name, table.select("k", "accuracy", "answer_in_context", "recall"))
+        if self.tracker and self.parent_run:
+            import tempfile
+
+            from .answering import plot_k_sweep
+
+            try:
+                with tempfile.TemporaryDirectory() as tmp:
+                    table.write_parquet(Path(tmp) / "k_sweep.parquet")
+                    plot_k_sweep(table, Path(tmp) / "k_sweep.png", title=f"k sweep: {cfg_i.name}")
+                    for name in ("k_sweep.parquet", "k_sweep.png"):
+                        self.tracker.client.log_artifact(self.parent_run, str(Path(tmp) / name), "plots")
+            except Exception as e:
+                log.warning("MLflow: could not log the k sweep: %s", e)
 
     def _failed(self, cfg_i: RunConfig, e: BaseException) -> ConfigOutcome:
         msg = str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}"
@@ -392,6 +435,12 @@ def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks:
     qids = ds.queries["query_id"].to_list()
     extra = dict(out.metrics)
     tables = dict(out.tables)
+    extra.update(answer_in_context_metrics(ds, out.run, out.judged_chunks, cfg.generation))
+    answers = None
+    if inputs["generator"] is not None:  # an LLM failure fails this config here, before anything is written
+        gen_metrics, answers = generation_stage(ds, out.run, out.judged_chunks, inputs["generator"])
+        extra.update(gen_metrics)
+        tables["answers.parquet"] = answers
     if out.unfiltered_run is not None:
         unfiltered = evaluate_per_query(document_run(out.unfiltered_run), ds.qrels, qids, measures)
         for m, mean in aggregate(unfiltered).select("measure", "mean").iter_rows():
@@ -435,10 +484,16 @@ def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks:
     store.write_config(sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint,
                        metrics=pl.concat([agg, extra_rows]), per_query=per_query, rankings=out.run,
                        n_queries=n_queries, n_unlabelled=n_unlabelled, ms_per_query=ms, mlflow_run_id=run_id,
-                       chunk_stats=inputs["chunk_stats"], diagnostics=reach, ann=ann)
+                       chunk_stats=inputs["chunk_stats"], diagnostics=reach, ann=ann, answers=answers)
     log.info("config %s: %s = %.4f", cfg_i.name, cfg.metrics.primary, metrics.get(cfg.metrics.primary, math.nan))
-    return ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", {**metrics, **extra}, n_queries,
-                         n_unlabelled)
+    if answers is not None:
+        log.info("config %s: answers EM %.3f F1 %.3f contains %.3f accuracy %.3f, answer-in-context %.3f; oracle %s",
+                 cfg_i.name, extra["answer_em"], extra["answer_f1"], extra["answer_contains"],
+                 extra["answer_accuracy"], extra["answer_in_context"],
+                 {k[7:]: int(v) for k, v in extra.items() if k.startswith("oracle_")})
+    outcome = ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", {**metrics, **extra}, n_queries,
+                            n_unlabelled)
+    return outcome, out.run, out.judged_chunks
 
 
 def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome], home: Path) -> None:
