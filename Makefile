@@ -24,7 +24,7 @@ demo: setup
 	$(BIN)/ragbench sweep configs/demo.yaml
 
 test: setup llm
-	$(BIN)/python -m pytest -q
+	RAGBENCH_REQUIRE_LLM=1 $(BIN)/python -m pytest -q
 
 bench: setup
 	$(BIN)/python benchmarks/embed_stage.py

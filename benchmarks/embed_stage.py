@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--max-docs", type=int, default=1500)
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=2, help="alternating raw/pipeline rounds (best of each)")
     args = ap.parse_args()
 
     ds = load_dataset(DatasetSpec(path=args.dataset, max_docs=args.max_docs, queries="all"))
@@ -42,26 +43,29 @@ def main() -> None:
     model = load_sentence_transformer(spec.model)
     model.encode(texts[:64], batch_size=args.batch_size)  # warm-up for both
 
-    t0 = time.perf_counter()
-    model.encode(texts, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
-    raw = time.perf_counter() - t0
+    # alternate raw and pipeline runs and keep each one's best, so a load spike on a shared machine hits both alike
+    raw_times, pipe_times = [], []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        model.encode(texts, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
+        raw_times.append(time.perf_counter() - t0)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            _, stats = embed_texts(texts, spec, "document", VectorCache(Path(tmp)))
+            pipe_times.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            _, again = embed_texts(texts, spec, "document", VectorCache(Path(tmp)))
+            cached = time.perf_counter() - t0
+    raw, pipeline = min(raw_times), min(pipe_times)
     rss_raw = peak_rss_mb()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.perf_counter()
-        _, stats = embed_texts(texts, spec, "document", VectorCache(Path(tmp)))
-        pipeline = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        _, again = embed_texts(texts, spec, "document", VectorCache(Path(tmp)))
-        cached = time.perf_counter() - t0
-
     print(f"texts: {len(texts)} unique chunk texts ({ds.corpus.height} docs, fixed 128/32 tokens), model {args.model}")
-    print(f"raw SentenceTransformer.encode : {raw:8.2f} s")
-    print(f"pipeline embed stage (cold)    : {pipeline:8.2f} s   computed {stats.computed}")
+    print(f"raw SentenceTransformer.encode : {raw:8.2f} s   (best of {raw_times})")
+    print(f"pipeline embed stage (cold)    : {pipeline:8.2f} s   computed {stats.computed} (best of {pipe_times})")
     print(f"pipeline embed stage (cached)  : {cached:8.2f} s   computed {again.computed}")
     print(f"ratio pipeline/raw             : {pipeline / raw:8.3f}   (target <= 1.10)")
     print(f"ratio cached/raw               : {cached / raw:8.3f}")
-    print(f"peak RSS                       : {peak_rss_mb():8.0f} MB (after raw encode: {rss_raw:.0f} MB)")
+    print(f"peak RSS                       : {peak_rss_mb():8.0f} MB")
 
 
 if __name__ == "__main__":
