@@ -280,6 +280,8 @@ class MetricsSpec(_Spec):
     gain: Literal["exponential", "linear"] = "exponential"
     primary: str = "ndcg@10"
     spans: bool = Field(True, description="span-level and budget-matched metrics when the dataset has span labels")
+    show: tuple[str, ...] | None = Field(None, description="columns of the printed leaderboard (any measure, e.g. "
+                                         "span_recall@5, evidence_recall@512tok, chunkstat_spans_split)")
     budgets: tuple[int, ...] = Field((256, 512, 1024, 2048), description="context budgets in tokens (tokenizer "
                                      "of the embedder) for evidence_recall@{N}tok")
 

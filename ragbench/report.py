@@ -17,7 +17,9 @@ LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precisi
 def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> Table:
     """Configs sorted by the primary measure, best first; failed configs last with their error."""
     answered = any("answer_accuracy" in o.metrics for o in result.outcomes)
-    if answered:  # room for the answer columns
+    if result.show:
+        measures = tuple(result.show)
+    elif answered:  # room for the answer columns
         measures = measures[:2]
     cols = [result.primary] + [m for m in measures if m != result.primary]
     table = Table(title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "

@@ -87,6 +87,7 @@ class SweepResult:
     embed_stats: list[EmbedStats]
     seconds: float
     primary: str
+    show: tuple[str, ...] | None = None
 
     @property
     def n_failed(self) -> int:
@@ -280,7 +281,7 @@ class _Sweep:
                  len(configs), n_failed, sum(s.computed for s in self.embed_stats))
         return SweepResult(sweep_id, cfg.name, ds.fingerprint, self.home,
                            _with_stored_metrics(store, sweep_id, outcomes), self.embed_stats, seconds,
-                           cfg.metrics.primary)
+                           cfg.metrics.primary, cfg.metrics.show)
 
     def _open_tracking(self) -> None:
         if not self.cfg.output.mlflow:
@@ -491,8 +492,9 @@ def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks:
                  cfg_i.name, extra["answer_em"], extra["answer_f1"], extra["answer_contains"],
                  extra["answer_accuracy"], extra["answer_in_context"],
                  {k[7:]: int(v) for k, v in extra.items() if k.startswith("oracle_")})
-    outcome = ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished", {**metrics, **extra}, n_queries,
-                            n_unlabelled)
+    chunkstats = {f"chunkstat_{k}": v for k, v in inputs["chunk_stats"].items()}
+    outcome = ConfigOutcome(cfg_i.config_id, cfg_i.name, cfg_i.spec(), "finished",
+                            {**metrics, **extra, **chunkstats}, n_queries, n_unlabelled)
     return outcome, out.run, out.judged_chunks
 
 
@@ -525,6 +527,9 @@ def _with_stored_metrics(store: ResultStore, sweep_id: str, outcomes: list[Confi
     by_cfg: dict[str, dict[str, float]] = {}
     for c, m, v in board.iter_rows():
         by_cfg.setdefault(c, {})[m] = v
+    stats = store.query("SELECT config_id, stat, value FROM chunk_stats WHERE sweep_id = ?", [sweep_id])
+    for c, m, v in stats.iter_rows():
+        by_cfg.setdefault(c, {})[f"chunkstat_{m}"] = v
     n = {c: (q, u) for c, q, u in counts.iter_rows()}
     return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", by_cfg.get(o.config_id, {}),
                           *n.get(o.config_id, (0, 0))) if o.status == "skipped" else o for o in outcomes]
