@@ -338,10 +338,11 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
     fig.tight_layout()
     out["leaderboard"] = _save(fig, out_dir / "leaderboard.png")
 
-    # 2. recall@k curves
+    # 2. recall@k curves: the best configs only, so the lines stay readable
+    top = board["config_id"].to_list()[:MAX_CURVES]
     if report.recall_curves.height:
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        for cid in board["config_id"].to_list():
+        fig, ax = plt.subplots(figsize=(9, 4.8))
+        for cid in top:
             c = report.recall_curves.filter(pl.col("config_id") == cid).sort("k")
             if c.height:
                 ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.name_of(cid)))
@@ -349,34 +350,46 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
         ax.set_ylabel("mean recall@k")
         ax.set_ylim(0, 1.02)
         ks = sorted(report.recall_curves["k"].unique().to_list())
-        if ks and ks[-1] / max(ks[0], 1) > 20:
-            ax.set_xscale("log")
+        if ks and ks[-1] / max(ks[0], 1) >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(ks, [str(k) for k in ks])
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
-        ax.set_title("recall@k per config")
+        more = f" (best {len(top)} of {n} by {report.primary})" if n > len(top) else ""
+        ax.set_title(f"recall@k per config{more}")
         fig.tight_layout()
         out["recall_curves"] = _save(fig, out_dir / "recall_curves.png")
 
-    # 3. primary measure per query class
+    # 3. primary measure per query class: a heatmap (configs x classes), best per class boxed
     classes = sorted(report.per_class["query_class"].unique().to_list())
     if report.per_class.height and classes:
         cids = board["config_id"].to_list()
-        fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(classes) + 2), 4.5))
-        width = 0.8 / max(len(cids), 1)
-        for j, cid in enumerate(cids):
-            sub = {r["query_class"]: r["mean"] for r in
-                   report.per_class.filter(pl.col("config_id") == cid).iter_rows(named=True)}
-            ax.bar([i + j * width for i in range(len(classes))], [sub.get(c, 0.0) for c in classes], width,
-                   label=_short(report.name_of(cid)))
-        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(classes))], classes)
-        ax.set_ylabel(f"mean {report.primary}")
-        ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=7)
-        ax.set_title(f"{report.primary} per query class")
+        grid = [[float("nan")] * len(classes) for _ in cids]
+        for r in report.per_class.iter_rows(named=True):
+            if r["config_id"] in cids and r["query_class"] in classes:
+                grid[cids.index(r["config_id"])][classes.index(r["query_class"])] = r["mean"]
+        fig, ax = plt.subplots(figsize=(3 + 1.3 * len(classes) + 3, 1.2 + 0.38 * len(cids)))
+        im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        for j in range(len(classes)):
+            column = [row[j] for row in grid]
+            best = max((v for v in column if v == v), default=None)
+            for i, v in enumerate(column):
+                if v == v:
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                            color="black" if v > 0.6 else "white", fontweight="bold" if v == best else None)
+                    if v == best:
+                        ax.add_patch(plt.Rectangle((j - .5, i - .5), 1, 1, fill=False, edgecolor="red", lw=1.5))
+        ax.set_xticks(range(len(classes)), classes, fontsize=8)
+        ax.set_yticks(range(len(cids)), [_short(report.name_of(c)) for c in cids], fontsize=7)
+        ax.set_title(f"{report.primary} per query class (red box: best in the class)", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.03)
         fig.tight_layout()
         out["per_class"] = _save(fig, out_dir / "per_class.png")
     plt.close("all")
     return out
+
+
+MAX_CURVES = 8
 
 
 def _short(name: str, n: int = 48) -> str:

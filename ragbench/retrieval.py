@@ -6,6 +6,7 @@ chunks; :mod:`ragbench.judging` maps them back to documents and spans.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -14,6 +15,8 @@ import polars as pl
 
 from .config import BM25Params
 from .index import Hits
+
+logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines flood Prefect's console
 
 RUN_SCHEMA = {"query_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "doc_id": pl.String,
               "score": pl.Float64}
