@@ -57,7 +57,6 @@ def main() -> None:
             _, again = embed_texts(texts, spec, "document", VectorCache(Path(tmp)))
             cached = time.perf_counter() - t0
     raw, pipeline = min(raw_times), min(pipe_times)
-    rss_raw = peak_rss_mb()
 
     print(f"texts: {len(texts)} unique chunk texts ({ds.corpus.height} docs, fixed 128/32 tokens), model {args.model}")
     print(f"raw SentenceTransformer.encode : {raw:8.2f} s   (best of {raw_times})")

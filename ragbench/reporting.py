@@ -435,7 +435,7 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
     # leaderboard
     parts.append("<h2>Leaderboard</h2><table id='leaderboard'><tr><th>#</th><th>config</th>"
                  + "".join(f"<th>{_e(m)}</th>" for m in report.measures)
-                 + f"<th>W/T/L vs best</th><th>p vs best (Holm)</th><th>ms/query</th><th>queries</th></tr>")
+                 + "<th>W/T/L vs best</th><th>p vs best (Holm)</th><th>ms/query</th><th>queries</th></tr>")
     by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
     cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
     for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):

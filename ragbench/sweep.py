@@ -6,7 +6,6 @@ This is plain Python. ``flows/sweep.py`` runs the same wiring with each stage as
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -129,14 +128,11 @@ def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame
         rows.setdefault(h, []).append(i)
     payloads = chunk_payloads(chunks, ds.corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
 
-    def payload(i: int) -> dict:
-        return payloads[i]
-
     def batches():
         for picked, mat in cache.iter_vectors(key, "document", set(rows)):
             ids = [i for h in picked for i in rows[h]]
             vecs = np.repeat(mat, [len(rows[h]) for h in picked], axis=0)
-            yield np.array(ids), vecs, [payload(i) for i in ids]
+            yield np.array(ids), vecs, [payloads[i] for i in ids]
 
     first = next(cache.iter_vectors(key, "document", {hashes[0]}), None) if hashes else None
     dim = int(first[1].shape[1]) if first else 0
@@ -191,6 +187,15 @@ def preflight(cfg: SweepConfig) -> None:
     for ch in cfg.chunkers:
         if getattr(ch, "unit", "tokens") == "tokens" and hasattr(ch, "tokenizer"):
             resolve_model(ch.tokenizer)
+    for r in cfg.retrievers:
+        if r.rerank is not None:
+            resolve_model(r.rerank.model)
+    gen = cfg.generation
+    if gen is not None and gen.enabled and gen.endpoint == "local":
+        from .llm.server import locate_llama_server, locate_model
+
+        locate_llama_server()
+        locate_model(gen.model)
     if not Path(cfg.dataset.path).exists():
         raise DatasetError(f"{cfg.dataset.path}: dataset not found")
 
