@@ -130,7 +130,9 @@ _load_lock = threading.Lock()
 def load_sentence_transformer(name: str, max_seq_length: int | None = None):
     """Load (and memoise) a SentenceTransformer on the CPU/GPU sentence-transformers picks."""
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar would interleave with ragbench's own
     m = resolve_model(name)
     with _load_lock:
         try:

@@ -24,13 +24,29 @@ def progress_enabled() -> bool:
     return os.environ.get("RAGBENCH_PROGRESS", "1") != "0" and sys.stderr.isatty()
 
 
+_active: Progress | None = None  # one live display at a time: nested bars join it as extra rows
+
+
 @contextlib.contextmanager
 def progress(description: str, total: int):
-    """Yield ``advance(n)``; draws a bar on an interactive terminal, stays silent otherwise."""
+    """Yield ``advance(n)``; draws a bar on an interactive terminal, stays silent otherwise. Bars opened inside
+    another bar's block (a stage inside the sweep) are shown as further rows of the same display."""
+    global _active
     if not progress_enabled() or total <= 0:
         yield lambda n=1: None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=False) as bar:
-        task = bar.add_task(description, total=total)
+    owner = _active is None
+    if owner:
+        _active = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                           TimeRemainingColumn(), console=console, transient=False)
+        _active.start()
+    bar = _active
+    task = bar.add_task(description, total=total)
+    try:
         yield lambda n=1: bar.advance(task, n)
+    finally:
+        if owner:
+            bar.stop()
+            _active = None
+        else:
+            bar.remove_task(task)

@@ -36,7 +36,7 @@ from .judging import document_run
 from .metrics import aggregate, evaluate_per_query, measures_from_spec
 from .models import count_tokens
 from .pipeline import RetrievalResources, retrieve
-from .progress import log
+from .progress import log, progress
 from .query_classes import assign_classes
 from .resources import ensure_disk_space
 from .retry import call_with_retries
@@ -271,10 +271,11 @@ class _Sweep:
 
         outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped") for c in configs if c.config_id in done]
         todo = [c for c in configs if c.config_id not in done]
-        for chunker in cfg.chunkers:
-            mine = [c for c in todo if c.chunker == chunker]
-            if mine:
-                outcomes += self._run_chunker(chunker, mine)
+        with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
+            for chunker in cfg.chunkers:
+                mine = [c for c in todo if c.chunker == chunker]
+                if mine:
+                    outcomes += self._run_chunker(chunker, mine, advance)
 
         self._k_sweep()
         n_failed = sum(o.status == "failed" for o in outcomes)
@@ -316,7 +317,7 @@ class _Sweep:
             log.warning("MLflow: could not close the sweep run: %s", e)
 
     # ------------------------------------------------------------ per chunker
-    def _run_chunker(self, chunker, configs: list[RunConfig]) -> list[ConfigOutcome]:
+    def _run_chunker(self, chunker, configs: list[RunConfig], advance) -> list[ConfigOutcome]:
         outcomes = []
         try:
             chunks = self.runner.run(f"chunk-{chunker_label(chunker)}", chunk_stage, self.ds, chunker,
@@ -324,6 +325,7 @@ class _Sweep:
         except Exception as e:
             if self.fail_fast:
                 raise
+            advance(len(configs))
             return [self._failed(c, e) for c in configs]
         resources = _ChunkerResources(chunks)
         for cfg_i in configs:
@@ -340,6 +342,7 @@ class _Sweep:
                 if self.fail_fast:
                     raise
                 outcomes.append(self._failed(cfg_i, e))
+            advance(1)
         return outcomes
 
     def _inputs(self, cfg_i: RunConfig, chunker, chunks: pl.DataFrame, res: "_ChunkerResources") -> dict:
