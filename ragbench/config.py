@@ -224,6 +224,17 @@ class HybridRetriever(_RetrieverBase):
     fusion: Literal["rrf", "convex"] = "rrf"
     k: float = Field(60, ge=0)
     weights: tuple[float, float] = (1.0, 1.0)
+    engine: Literal["library", "qdrant"] = Field(
+        "library", description="library: bm25s + Qdrant dense, fused by ragbench; qdrant: one Qdrant query with a "
+        "dense and a sparse BM25 prefetch fused by Qdrant's own RRF (its BM25 tokenizer differs from bm25s')")
+
+    @model_validator(mode="after")
+    def _qdrant_engine_is_plain_rrf(self):
+        if self.engine == "qdrant" and (self.fusion != "rrf" or tuple(self.weights) != (1.0, 1.0)
+                                        or not float(self.k).is_integer()):
+            raise ValueError("engine: qdrant supports unweighted RRF with an integer k only (Qdrant weights RRF by "
+                             "another formula)")
+        return self
 
 
 RetrieverSpec = Annotated[Union[DenseRetriever, BM25Retriever, HybridRetriever], Field(discriminator="kind")]
@@ -236,7 +247,7 @@ def retriever_label(spec) -> str:
         base = f"bm25(k1={spec.k1:g},b={spec.b:g})"
     elif spec.kind == "hybrid":
         w = "" if tuple(spec.weights) == (1.0, 1.0) else f",w={spec.weights[0]:g}/{spec.weights[1]:g}"
-        base = f"hybrid-{spec.fusion}{w}"
+        base = f"hybrid-{spec.fusion}{w}" + ("@qdrant" if spec.engine == "qdrant" else "")
     else:
         base = "dense-exact" if spec.exact else f"dense-hnsw{spec.hnsw_ef or ''}"
     if spec.rerank:

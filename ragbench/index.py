@@ -44,6 +44,7 @@ class CollectionMeta:
     hnsw_m: int
     ef_construct: int
     full_scan_threshold_kb: int
+    sparse: bool = False  # also a sparse "bm25" vector per point (Qdrant's own BM25), for native hybrid search
 
 
 def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,
@@ -61,7 +62,16 @@ class Hits:
     scores: list[np.ndarray]
 
 
-Batch = tuple[np.ndarray, np.ndarray, list[dict]]  # point ids, vectors, payloads
+Batch = tuple  # (point ids, dense vectors, payloads) or, for sparse collections, + a list of sparse vectors
+SPARSE = "bm25"
+
+
+def bm25_sparse(texts: list[str], query: bool = False) -> list:
+    """Qdrant's own BM25 sparse vectors (``qdrant_edge.Bm25``; IDF is applied by the collection's modifier)."""
+    from qdrant_edge import Bm25
+
+    bm25 = Bm25()
+    return [bm25.embed_query(t) if query else bm25.embed_document(t) for t in texts]
 
 
 def as_batches(vectors: np.ndarray, payloads: list[dict], size: int = UPSERT_BATCH) -> Iterator[Batch]:
@@ -121,7 +131,8 @@ class EdgeIndex:
 
     def _ensure(self, meta: CollectionMeta, batches: Iterable[Batch]) -> bool:
         from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard,
-                                 EdgeVectorParams, HnswIndexConfig, Point, UpdateOperation)
+                                 EdgeSparseVectorParams, EdgeVectorParams, HnswIndexConfig, Modifier, Point,
+                                 UpdateOperation)
 
         existing = self.meta(meta.name)
         if existing is not None and existing.count == meta.count:
@@ -131,15 +142,20 @@ class EdgeIndex:
         folder = self.root / meta.name
         shutil.rmtree(folder, ignore_errors=True)  # incomplete leftovers of a killed build
         distance = {"cosine": Distance.Cosine, "dot": Distance.Dot, "euclid": Distance.Euclid}[meta.distance]
+        sparse = {SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)} if meta.sparse else None
         config = EdgeConfig(
-            vectors={"dense": EdgeVectorParams(size=meta.dim, distance=distance)},
+            vectors={"dense": EdgeVectorParams(size=meta.dim, distance=distance)}, sparse_vectors=sparse,
             hnsw_config=HnswIndexConfig(m=meta.hnsw_m, ef_construct=meta.ef_construct,
                                         full_scan_threshold=meta.full_scan_threshold_kb),
             # one segment, indexed from the first KB: the HNSW graph then covers every point
             optimizers=EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1))
         shard = EdgeShard.create(str(folder / "shard"), config)
-        for ids, vectors, payloads in batches:
-            points = [Point(int(i), {"dense": v.tolist()}, p) for i, v, p in zip(ids, vectors, payloads)]
+        for ids, vectors, payloads, *sparse_vectors in batches:
+            named = [{"dense": v.tolist()} for v in vectors]
+            if meta.sparse:
+                for n, sv in zip(named, sparse_vectors[0]):
+                    n[SPARSE] = sv
+            points = [Point(int(i), n, p) for i, n, p in zip(ids, named, payloads)]
             shard.update(UpdateOperation.upsert_points(points))
         shard.optimize()
         shard.flush()
@@ -163,6 +179,34 @@ class EdgeIndex:
         for i in range(0, len(queries), 64):
             batch = [QueryRequest(limit=limit, query=Query.Nearest(q.tolist(), using="dense"), params=params,
                                   filter=query_filter) for q in queries[i:i + 64]]
+            for points in shard.query_batch(QueryBatchRequest(batch)):
+                ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
+                scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
+        return Hits(ids, scores)
+
+    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
+                      dense_depth: int, sparse_depth: int, k: float, exact: bool = False,
+                      hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        """One Qdrant query per text: dense and sparse-BM25 prefetches fused by Qdrant's RRF.
+
+        Qdrant ranks prefetch results from 0, so ``Fusion.Rrf(k + 1)`` scores 1 / (k + rank) with 1-based ranks:
+        the same formula as :func:`ragbench.fusion.rrf`.
+        """
+        from qdrant_edge import Fusion, Prefetch, Query, QueryBatchRequest, QueryRequest, SearchParams
+
+        meta = _searchable(self, name, model_key, queries.shape[1])
+        if not meta.sparse:
+            raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
+        params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        sparse = bm25_sparse(query_texts, query=True)
+        shard = self._shard(name)
+        ids, scores = [], []
+        for i in range(0, len(queries), 64):
+            batch = [QueryRequest(limit=limit, query=Fusion.Rrf(k=int(k) + 1), prefetches=[
+                Prefetch(limit=dense_depth, query=Query.Nearest(q.tolist(), using="dense"), params=params,
+                         filter=query_filter),
+                Prefetch(limit=sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=query_filter)])
+                for q, sv in zip(queries[i:i + 64], sparse[i:i + 64])]
             for points in shard.query_batch(QueryBatchRequest(batch)):
                 ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
                 scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
@@ -210,13 +254,18 @@ class ClientIndex:
         self.client.create_collection(
             meta.name,
             vectors_config={"dense": models.VectorParams(size=meta.dim, distance=distance)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+            if meta.sparse else None,
             hnsw_config=models.HnswConfigDiff(m=meta.hnsw_m, ef_construct=meta.ef_construct,
                                               full_scan_threshold=meta.full_scan_threshold_kb),
             metadata={"ragbench": asdict(meta), "complete": False})
-        for ids, vectors, pls in batches:
+        for ids, vectors, pls, *sparse_vectors in batches:
+            named = [{"dense": v.tolist()} for v in vectors]
+            if meta.sparse:
+                for n, sv in zip(named, sparse_vectors[0]):
+                    n[SPARSE] = models.SparseVector(indices=list(sv.indices), values=list(sv.values))
             self.client.upsert(meta.name, points=[
-                models.PointStruct(id=int(i), vector={"dense": v.tolist()}, payload=p)
-                for i, v, p in zip(ids, vectors, pls)], wait=True)
+                models.PointStruct(id=int(i), vector=n, payload=p) for i, n, p in zip(ids, named, pls)], wait=True)
         if self.client.count(meta.name, exact=True).count != meta.count:
             raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
         self.client.update_collection(meta.name, metadata={"ragbench": asdict(meta), "complete": True})
@@ -235,6 +284,28 @@ class ClientIndex:
             for resp in self.client.query_batch_points(name, reqs):
                 ids.append(np.array([p.id for p in resp.points], dtype=np.int64))
                 scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
+        return Hits(ids, scores)
+
+    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
+                      dense_depth: int, sparse_depth: int, k: float, exact: bool = False,
+                      hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        """As :meth:`EdgeIndex.hybrid_search`, through qdrant-client's ``query_points`` with an RRF query."""
+        from qdrant_client import models
+
+        meta = _searchable(self, name, model_key, queries.shape[1])
+        if not meta.sparse:
+            raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
+        params = models.SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        ids, scores = [], []
+        for q, sv in zip(queries, bm25_sparse(query_texts, query=True)):
+            resp = self.client.query_points(name, prefetch=[
+                models.Prefetch(query=q.tolist(), using="dense", limit=dense_depth, params=params,
+                                filter=query_filter),
+                models.Prefetch(query=models.SparseVector(indices=list(sv.indices), values=list(sv.values)),
+                                using=SPARSE, limit=sparse_depth, filter=query_filter)],
+                query=models.RrfQuery(rrf=models.Rrf(k=int(k) + 1)), limit=limit)
+            ids.append(np.array([p.id for p in resp.points], dtype=np.int64))
+            scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
         return Hits(ids, scores)
 
     def close(self, name: str | None = None) -> None:

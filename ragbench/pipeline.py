@@ -29,6 +29,7 @@ class RetrievalResources:
     chunks: pl.DataFrame
     index: object | None = None
     collection: str | None = None
+    hybrid_collection: str | None = None  # dense + Qdrant-BM25 sparse vectors, for engine: qdrant
     query_vectors: np.ndarray | None = None
     bm25: dict[str, BM25Index] = field(default_factory=dict)
     vector_cache: object | None = None
@@ -77,6 +78,12 @@ def first_stage(cfg: RunConfig, ds: Dataset, res: RetrievalResources, filter_spe
         return _bm25_run(ds, res, r, r.depth, mask)
     if r.kind == "dense":
         return _dense_run(ds, res, cfg.embedder, r.depth, r.exact, r.hnsw_ef, qfilter)
+    if r.engine == "qdrant":  # one Qdrant query: dense + sparse prefetches, fused by Qdrant's RRF
+        hits = res.index.hybrid_search(res.hybrid_collection, res.query_vectors, ds.queries["text"].to_list(),
+                                       model_key(cfg.embedder), r.depth, dense_depth=r.dense.depth,
+                                       sparse_depth=r.bm25.depth, k=r.k, exact=r.dense.exact,
+                                       hnsw_ef=r.dense.hnsw_ef, query_filter=qfilter)
+        return run_from_hits(ds.queries["query_id"].to_list(), res.chunks, hits.ids, hits.scores)
     with ThreadPoolExecutor(max_workers=2) as pool:  # Qdrant and bm25s both release the GIL in their cores
         dense = pool.submit(_dense_run, ds, res, cfg.embedder, r.dense.depth, r.dense.exact, r.dense.hnsw_ef,
                             qfilter)

@@ -59,18 +59,19 @@ def parse_config(spec: dict) -> ParsedConfig:
     return ParsedConfig(chunker, embedder, retriever, index)
 
 
-def config_collection(spec: dict, dataset_fingerprint: str) -> str | None:
-    """The Qdrant collection a dense config searches (as named by the sweep's index stage); None for BM25."""
+def config_collection(spec: dict, dataset_fingerprint: str, sparse: bool = False) -> str | None:
+    """The Qdrant collection a dense or hybrid config searches (as named by the sweep's index stage; ``sparse``:
+    the one with Qdrant-BM25 vectors that ``engine: qdrant`` hybrids use); None for BM25."""
     from .embedding import model_key
     from .index import collection_name
-
     from .sweep import PAYLOAD_VERSION
 
     p = parse_config(spec)
     if p.embedder is None:
         return None
     return collection_name(dataset_fingerprint, p.chunker.spec_id, model_key(p.embedder),
-                           p.embedder.document_prompt, p.index, payload=PAYLOAD_VERSION)
+                           p.embedder.document_prompt, p.index,
+                           payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))
 
 
 def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dict | None = None) -> pl.DataFrame:
@@ -163,6 +164,8 @@ class ProductionRetriever:
                 raise RagbenchError(f"Qdrant collection {collection} of this config does not exist (or is "
                                     f"incomplete) under {self.home}; rerun the sweep that built it")
             self._resources.index, self._resources.collection = self._index, collection
+            if getattr(r, "engine", "library") == "qdrant":
+                self._resources.hybrid_collection = config_collection(spec, dataset_fingerprint, sparse=True)
         return self
 
     @property

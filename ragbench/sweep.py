@@ -25,7 +25,7 @@ from .datasets import Dataset, load_dataset
 from .embedding import embed_texts, model_key
 from .errors import DatasetError, RagbenchError
 from .hashing import stable_hash, text_hash
-from .index import CollectionMeta, collection_name, open_index
+from .index import CollectionMeta, bm25_sparse, collection_name, open_index
 from .locks import file_lock
 from .ann import ann_fidelity
 from .chunkstats import chunk_statistics
@@ -114,14 +114,17 @@ def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache) ->
 PAYLOAD_VERSION = "meta-v1"  # part of the collection identity: payload layout changes rebuild collections
 
 
-def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame, cache: VectorCache, index) -> str:
+def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame, cache: VectorCache, index,
+                sparse: bool = False) -> str:
     """Build (or reuse) the Qdrant collection of ``chunks`` under ``embedder``, streaming vectors from the cache.
 
-    Point id = the chunk's row in ``chunks``; payload = chunk id, doc id and the document's metadata fields.
+    Point id = the chunk's row in ``chunks``; payload = chunk id, doc id and the document's metadata fields. With
+    ``sparse``, each point also gets Qdrant's own BM25 sparse vector (for ``engine: qdrant`` hybrid search).
     """
     key = model_key(embedder)
     name = collection_name(ds.fingerprint, chunker.spec_id, key, embedder.document_prompt, index_spec,
-                           payload=PAYLOAD_VERSION)
+                           payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))
+    texts = chunks["index_text"].to_list()
     hashes = [text_hash(embedder.document_prompt + t) for t in chunks["index_text"].to_list()]
     rows: dict[str, list[int]] = {}
     for i, h in enumerate(hashes):
@@ -132,13 +135,16 @@ def index_stage(ds: Dataset, chunker, embedder, index_spec, chunks: pl.DataFrame
         for picked, mat in cache.iter_vectors(key, "document", set(rows)):
             ids = [i for h in picked for i in rows[h]]
             vecs = np.repeat(mat, [len(rows[h]) for h in picked], axis=0)
-            yield np.array(ids), vecs, [payloads[i] for i in ids]
+            if sparse:
+                yield np.array(ids), vecs, [payloads[i] for i in ids], bm25_sparse([texts[i] for i in ids])
+            else:
+                yield np.array(ids), vecs, [payloads[i] for i in ids]
 
     first = next(cache.iter_vectors(key, "document", {hashes[0]}), None) if hashes else None
     dim = int(first[1].shape[1]) if first else 0
     meta = CollectionMeta(name=name, model_key=key, dim=dim, distance=index_spec.distance, count=chunks.height,
                           hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
-                          full_scan_threshold_kb=index_spec.full_scan_threshold_kb)
+                          full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse)
     ensure_disk_space(Path(os.environ.get("RAGBENCH_HOME", ".")), chunks.height * dim * 4 * 3, f"index {name}")
     built, seconds = timed(index.ensure, meta, batches())
     log.info("index %s: %d points, %s", name, chunks.height, f"built in {seconds:.1f} s" if built else "reused")
@@ -376,6 +382,13 @@ class _Sweep:
             self.query_vectors[emb.spec_id] = vectors
         retrieval.index, retrieval.collection = self.index, res.collections[emb.spec_id]
         retrieval.query_vectors = self.query_vectors[emb.spec_id]
+        if getattr(cfg_i.retriever, "engine", "library") == "qdrant":
+            key = emb.spec_id + "+bm25"
+            if key not in res.collections:
+                res.collections[key] = self.runner.run(f"index-hybrid-{emb.label}", index_stage, self.ds, chunker,
+                                                       emb, cfg_i.index, chunks, self.vector_cache, self.index,
+                                                       True)
+            retrieval.hybrid_collection = res.collections[key]
         return inputs
 
     def _k_sweep(self) -> None:

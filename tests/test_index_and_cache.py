@@ -86,3 +86,54 @@ def test_vector_cache_embeds_each_text_once_across_calls_and_roles(tmp_path):
     (cache.root / "junk.parquet.tmp").write_bytes(b"half written")  # a killed writer's leftover is never read
     _, s4 = embed_texts(texts, spec, "document", cache)
     assert s4.computed == 0
+
+
+def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
+    """Dense + Qdrant-BM25 sparse prefetches fused by Qdrant's RRF: the embedded engine and qdrant-client give the
+    same ranking, and it equals ragbench's own RRF of the two prefetch lists (1-based ranks, k = 60)."""
+    import polars as pl
+
+    from ragbench.fusion import rrf
+    from ragbench.index import bm25_sparse
+    from ragbench.retrieval import RUN_SCHEMA
+
+    from conftest import DEMO
+    from ragbench.config import DatasetSpec
+    from ragbench.datasets import load_dataset
+
+    demo = load_dataset(DatasetSpec(path=DEMO, queries="all"))  # real text: BM25 ties are rare
+    texts = [f"{t} {x}" for t, x in demo.corpus.select("title", "text").iter_rows()]
+    queries = demo.queries["text"].to_list()[:12]
+    n = len(texts)
+    x, q = _data(n, 16), _data(len(queries), 16, seed=9)
+    sparse = bm25_sparse(texts)
+    meta = CollectionMeta(name="hy", model_key="m@1", dim=16, distance="cosine", count=n, hnsw_m=16,
+                          ef_construct=100, full_scan_threshold_kb=1, sparse=True)
+    runs = {}
+    for engine, index in [("edge", EdgeIndex(tmp_path)), ("client", ClientIndex(":memory:"))]:
+        index.ensure(meta, [(np.arange(n), x, [{} for _ in x], sparse)])
+        runs[engine] = index.hybrid_search("hy", q, queries, "m@1", 20, dense_depth=20, sparse_depth=20, k=60,
+                                           exact=True)
+    overlap = [len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(runs["edge"].ids, runs["client"].ids)]
+    assert np.mean(overlap) >= 0.95  # float32 vs float64 scoring may swap a near-tie in one prefetch list
+    for sa, sb in zip(runs["edge"].scores, runs["client"].scores):
+        np.testing.assert_allclose(sa, sb, atol=5e-4)
+
+    # the library's RRF over the two prefetch lists gives the same scores
+    edge = EdgeIndex(tmp_path)
+    dense = edge.search("hy", q, "m@1", 20, exact=True)
+    from qdrant_edge import Query, QueryRequest
+
+    shard = edge._shard("hy")
+    qs = bm25_sparse(queries, query=True)
+    for i in range(len(queries)):
+        sparse_hits = shard.query(QueryRequest(limit=20, query=Query.Nearest(qs[i], using="bm25")))
+        lists = [pl.DataFrame([("q", r + 1, str(d), "d", float(s)) for r, (d, s) in
+                               enumerate(zip(dense.ids[i], dense.scores[i]))], schema=RUN_SCHEMA, orient="row"),
+                 pl.DataFrame([("q", r + 1, str(p.id), "d", float(p.score)) for r, p in enumerate(sparse_hits)],
+                              schema=RUN_SCHEMA, orient="row")]
+        ours = rrf(lists, k=60, depth=20)
+        theirs = dict(zip(map(str, runs["edge"].ids[i]), runs["edge"].scores[i]))
+        for c, s in ours.select("chunk_id", "score").iter_rows():
+            if c in theirs:
+                assert theirs[c] == pytest.approx(s, rel=1e-6)

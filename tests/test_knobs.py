@@ -24,6 +24,7 @@ retrievers:
   - {{kind: bm25, name: bm25-rescored, rerank: {{kind: biencoder, model: all-MiniLM-L6-v2, top_n: 20, keep: 10}}}}
   - {{kind: dense, exact: true, name: dense-parents, parents: {{mode: section}}}}
   - {{kind: hybrid, name: hybrid-public, filter: {{tenant: public}}}}
+  - {{kind: hybrid, name: hybrid-qdrant, engine: qdrant}}
 index: {{full_scan_threshold_kb: 1}}
 metrics: {{cutoffs: [1, 5, 10, 20]}}
 output: {{mlflow: false}}
@@ -57,8 +58,18 @@ def _class_means(con, config_id, measure="ndcg@10"):
 
 def test_all_knobs_run(knobs):
     result, _, ids = knobs
-    assert result.n_failed == 0 and len(result.outcomes) == 7
-    assert set(ids) == {"bm25", "dense", "dense-ef16", "hybrid", "bm25-rescored", "dense-parents", "hybrid-public"}
+    assert result.n_failed == 0 and len(result.outcomes) == 8
+    assert set(ids) == {"bm25", "dense", "dense-ef16", "hybrid", "bm25-rescored", "dense-parents", "hybrid-public",
+                        "hybrid-qdrant"}
+
+
+def test_native_qdrant_hybrid_is_rrf_inside_qdrant(knobs):
+    result, con, ids = knobs
+    top = con.execute("SELECT max(score), min(score) FROM rankings WHERE config_id = ?",
+                      [ids["hybrid-qdrant"]]).fetchall()[0]
+    assert 0 < top[1] <= top[0] <= 2 / 61 + 1e-6  # RRF: at most 1/(60+1) from each of the two lists
+    m = {o.config_id: o.metrics for o in result.outcomes}
+    assert m[ids["hybrid-qdrant"]]["ndcg@10"] > m[ids["dense"]]["ndcg@10"] - 0.1
 
 
 def test_hybrid_beats_dense_on_exact_identifiers_and_dense_wins_paraphrases(knobs):
@@ -107,3 +118,24 @@ def test_rescoring_and_small_to_big(knobs):
     assert parents[0] == parents[1] and parents[0] < small  # parents deduplicated
     m = next(o for o in result.outcomes if o.config_id == ids["dense-parents"]).metrics
     assert 0 < m["span_recall@5"] <= 1
+
+
+def test_every_knob_is_servable_as_evaluated(knobs):
+    """A promoted config answers new queries through the same pipeline the sweep evaluated: its ranking for a
+    dataset query equals the stored one."""
+    import json
+
+    from ragbench.serving import ProductionRetriever
+
+    result, con, ids = knobs
+    dataset_spec = json.loads(con.execute("SELECT spec_json FROM sweeps").fetchall()[0][0])["dataset"]
+    question = next(json.loads(line)["text"] for line in open(DEMO / "queries.jsonl")
+                    if json.loads(line)["_id"] == "q01")
+    for name in ("hybrid-qdrant", "hybrid-public", "dense-parents", "bm25-rescored"):
+        o = next(o for o in result.outcomes if o.config_id == ids[name])
+        served = ProductionRetriever.from_config(o.spec, result.dataset_fingerprint, result.home, dataset_spec)
+        got = served.search([question], 5)["chunk_id"].to_list()
+        stored = [c for (c,) in con.execute("SELECT chunk_id FROM rankings WHERE config_id = ? AND query_id = 'q01' "
+                                            "ORDER BY rank LIMIT 5", [ids[name]]).fetchall()]
+        assert got == stored, name
+        served.close()
