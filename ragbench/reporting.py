@@ -99,9 +99,13 @@ class SweepReport:
         tied = [self.name_of(c) for c in self.comparisons[self.primary].tied_with_best if c != self.best]
         others = board.filter(pl.col("config_id") != self.best)
         beaten = int(others["worse_than_best"].sum()) if others.height else 0
+        if len(tied) > 3:  # a long list reads as noise: name the closest runners-up, count the rest
+            tied_text = f"{', '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
+        else:
+            tied_text = ", ".join(tied) if tied else "none"
         return (f"{best['name']} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
-                f"{best['ci_high']:.3f}]; tied with: {', '.join(tied) if tied else 'none'}; significantly better "
-                f"than {beaten} of {others.height}")
+                f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
+                f"{others.height}")
 
 
 def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
