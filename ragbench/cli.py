@@ -18,7 +18,7 @@ app = typer.Typer(
          "Results go to one local folder (--home, $RAGBENCH_HOME, default ./.ragbench): a DuckDB file with every "
          "per-query result, an MLflow store to browse (`mlflow ui --backend-store-uri sqlite:///.ragbench/mlflow.db`)"
          ", the embedded Qdrant collections and the chunk/vector cache.",
-    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, rich_markup_mode="markdown")
 datasets_app = typer.Typer(help="Inspect and validate datasets.", no_args_is_help=True)
 app.add_typer(datasets_app, name="datasets")
 
