@@ -292,12 +292,13 @@ def _retrieval_recall(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.Data
         pq = span_metrics(chunk_run, chunks, dataset.spans, [k], query_ids=list(query_ids))
         vals = pq.filter(pl.col("measure") == f"span_recall@{k}")["value"].drop_nans()
         return "span_recall", float(vals.mean()) if vals.len() else math.nan
-    rel = (dataset.qrels.filter(pl.col("query_id").is_in(list(query_ids)) & (pl.col("relevance") > 0))
-           .group_by("query_id").agg(pl.col("doc_id")))
-    top = (chunk_run.filter(pl.col("rank") <= k).group_by("query_id").agg(pl.col("doc_id").unique()))
-    got = dict(top.iter_rows())
-    vals = [len(set(docs) & set(got.get(q, []))) / len(set(docs)) for q, docs in rel.iter_rows()]
-    return "doc_recall", sum(vals) / len(vals) if vals else math.nan
+    from .judging import document_run
+    from .metrics import Measure, aggregate, evaluate_per_query
+
+    # the documents of the top-k chunks number at most k, so recall@k over them is their coverage
+    docs = document_run(chunk_run.filter(pl.col("rank") <= k))
+    mean = aggregate(evaluate_per_query(docs, dataset.qrels, list(query_ids), [Measure("recall", k)]))["mean"]
+    return "doc_recall", float(mean[0]) if mean.len() and mean[0] is not None else math.nan
 
 
 def k_sweep(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, client: ChatClient,

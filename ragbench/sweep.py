@@ -43,7 +43,7 @@ from .retry import call_with_retries
 from .retrieval import BM25Index, timed
 from .spans import budget_metrics, chunk_level_run_metrics, span_metrics
 from .store import ResultStore
-from .tracking import flatten, open_tracker
+from .tracking import open_tracker, sweep_params
 
 
 def resolve_home(cfg: SweepConfig | None = None) -> Path:
@@ -304,8 +304,8 @@ class _Sweep:
             return
         try:
             self.parent_run = self.tracker.sweep_run(
-                self.sweep_id, self.cfg.name, flatten({"dataset": self.cfg.dataset.model_dump(mode="json"),
-                                                       "dataset_fingerprint": self.ds.fingerprint}))
+                self.sweep_id, self.cfg.name, sweep_params(self.cfg.dataset.model_dump(mode="json"),
+                                                           self.ds.fingerprint))
             self.store.set_sweep_mlflow_run(self.sweep_id, self.parent_run)
         except Exception as e:
             log.warning("MLflow unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` later",
@@ -425,9 +425,8 @@ class _Sweep:
         run_id = None
         if self.tracker and self.parent_run:
             try:
-                run_id = self.tracker.log_config(self.parent_run, self.sweep_id, cfg_i.config_id, cfg_i.name,
-                                                 flatten({**cfg_i.spec(), "config_id": cfg_i.config_id}), {}, {},
-                                                 status="FAILED", extra_tags={"ragbench.error": msg[:5000]})
+                run_id = self.tracker.log_config_failure(self.parent_run, self.sweep_id, cfg_i.config_id,
+                                                         cfg_i.name, cfg_i.spec(), self.ds.fingerprint, msg)
             except Exception as te:
                 log.warning("MLflow: could not record the failure of %s: %s", cfg_i.name, te)
         self.store.write_config_failure(self.sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(),
@@ -490,13 +489,12 @@ def _evaluate_and_store(cfg: SweepConfig, cfg_i: RunConfig, ds: Dataset, chunks:
     run_id = None
     if tracker and parent_run:
         try:
-            run_id = tracker.log_config(
-                parent_run, sweep_id, cfg_i.config_id, cfg_i.name,
-                flatten({**cfg_i.spec(), "dataset_fingerprint": ds.fingerprint, "config_id": cfg_i.config_id}),
-                {**metrics, **extra, **{f"chunkstat_{k}": v for k, v in inputs["chunk_stats"].items()},
-                 "n_queries": n_queries, "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms},
-                {"per_query.parquet": per_query, "rankings.parquet": out.run, "reachability.parquet": reach,
-                 **tables})
+            run_id = tracker.log_config_result(
+                parent_run, sweep_id, cfg_i.config_id, cfg_i.name, cfg_i.spec(), ds.fingerprint,
+                metrics={**metrics, **extra}, chunk_stats=inputs["chunk_stats"], n_queries=n_queries,
+                n_unlabelled=n_unlabelled, ms_per_query=ms,
+                tables={"per_query.parquet": per_query, "rankings.parquet": out.run, "reachability.parquet": reach,
+                        **tables})
         except Exception as e:
             log.warning("MLflow: could not log config %s (%s); it is in DuckDB — run `ragbench sync-mlflow` later",
                         cfg_i.name, str(e).splitlines()[0][:200])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .progress import log
 from .store import ResultStore
-from .tracking import Tracker, default_tracking_uri, flatten
+from .tracking import Tracker, default_tracking_uri, sweep_params
 
 
 def sync_mlflow(home: Path, tracking_uri: str | None = None, sweep_id: str | None = None) -> int:
@@ -29,14 +29,12 @@ def sync_mlflow(home: Path, tracking_uri: str | None = None, sweep_id: str | Non
             continue
         spec = json.loads(spec_json)
         tracker = Tracker(uri, f"ragbench/{name}", artifact_root=Path(home) / "mlartifacts")
-        parent = tracker.sweep_run(sid, name, flatten({"dataset": spec.get("dataset", {}),
-                                                       "dataset_fingerprint": fingerprint}))
+        parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)
         for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
-            params = flatten({**json.loads(cspec), "dataset_fingerprint": fingerprint, "config_id": config_id})
+            cspec = json.loads(cspec)
             if cstatus == "failed":
-                run_id = tracker.log_config(parent, sid, config_id, cname, params, {}, {}, status="FAILED",
-                                            extra_tags={"ragbench.error": (error or "")[:5000]})
+                run_id = tracker.log_config_failure(parent, sid, config_id, cname, cspec, fingerprint, error)
             else:
                 metrics = dict(store.query("SELECT measure, mean FROM config_metrics WHERE sweep_id = ? AND "
                                            "config_id = ?", [sid, config_id]).iter_rows())
@@ -46,11 +44,10 @@ def sync_mlflow(home: Path, tracking_uri: str | None = None, sweep_id: str | Non
                                         "sweep_id = ? AND config_id = ?", [sid, config_id])
                 rankings = store.query("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE "
                                        "sweep_id = ? AND config_id = ?", [sid, config_id])
-                run_id = tracker.log_config(
-                    parent, sid, config_id, cname, params,
-                    {**metrics, **{f"chunkstat_{k}": v for k, v in stats.items()}, "n_queries": n_q or 0,
-                     "n_unlabelled": n_u or 0, "retrieval_ms_per_query": ms or 0.0},
-                    {"per_query.parquet": per_query, "rankings.parquet": rankings})
+                run_id = tracker.log_config_result(
+                    parent, sid, config_id, cname, cspec, fingerprint, metrics=metrics, chunk_stats=stats,
+                    n_queries=n_q or 0, n_unlabelled=n_u or 0, ms_per_query=ms or 0.0,
+                    tables={"per_query.parquet": per_query, "rankings.parquet": rankings})
             store.set_config_mlflow_run(sid, config_id, run_id)
             uploaded += 1
         if status != "running":

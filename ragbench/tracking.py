@@ -38,6 +38,16 @@ def flatten(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def config_params(spec: dict, dataset_fingerprint: str, config_id: str) -> dict[str, str]:
+    """The MLflow params of a config's child run."""
+    return flatten({**spec, "dataset_fingerprint": dataset_fingerprint, "config_id": config_id})
+
+
+def sweep_params(dataset_spec: dict, dataset_fingerprint: str) -> dict[str, str]:
+    """The MLflow params of a sweep's parent run."""
+    return flatten({"dataset": dataset_spec, "dataset_fingerprint": dataset_fingerprint})
+
+
 def metric_key(name: str) -> str:
     """MLflow metric names allow ``[A-Za-z0-9_-./ ]``: ``ndcg@10`` becomes ``ndcg_at_10``."""
     return name.replace("@", "_at_")
@@ -104,6 +114,23 @@ class Tracker:
                 self.client.log_artifact(run_id, str(path))
         self.client.set_terminated(run_id, status=status)
         return run_id
+
+    def log_config_result(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, spec: dict,
+                          dataset_fingerprint: str, *, metrics: dict[str, float], chunk_stats: dict[str, float],
+                          n_queries: int, n_unlabelled: int, ms_per_query: float,
+                          tables: dict[str, pl.DataFrame]) -> str:
+        """A finished config as a child run: params = flattened spec, metrics = means + ``chunkstat_*`` + counts."""
+        return self.log_config(
+            parent_run_id, sweep_id, config_id, name, config_params(spec, dataset_fingerprint, config_id),
+            {**metrics, **{f"chunkstat_{k}": v for k, v in chunk_stats.items()}, "n_queries": n_queries,
+             "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms_per_query}, tables)
+
+    def log_config_failure(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, spec: dict,
+                           dataset_fingerprint: str, error: str) -> str:
+        """A failed config as a FAILED child run with its error in the ``ragbench.error`` tag."""
+        return self.log_config(parent_run_id, sweep_id, config_id, name,
+                               config_params(spec, dataset_fingerprint, config_id), {}, {}, status="FAILED",
+                               extra_tags={"ragbench.error": (error or "")[:5000]})
 
     def finish_sweep(self, run_id: str, metrics: dict[str, float], status: str = "FINISHED") -> None:
         from mlflow.entities import Metric
