@@ -1,0 +1,55 @@
+"""Retry policy, disk-space guard and nested progress bars."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragbench import progress as progress_mod
+from ragbench.cache import VectorCache
+from ragbench.config import EmbedderSpec
+from ragbench.embedding import embed_texts
+from ragbench.resources import ResourceError, ensure_disk_space
+from ragbench.retry import call_with_retries, is_transient
+
+
+def test_transient_errors_are_retried_and_permanent_ones_are_not():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise TimeoutError("server timed out")
+        return "ok"
+
+    assert call_with_retries(flaky, delays=(0, 0)) == "ok" and len(calls) == 3
+    calls.clear()
+
+    def broken():
+        calls.append(1)
+        raise ValueError("bad config")
+
+    with pytest.raises(ValueError):
+        call_with_retries(broken, delays=(0, 0))
+    assert len(calls) == 1  # a permanent error is not retried
+    assert is_transient(ConnectionRefusedError()) and not is_transient(MemoryError())
+
+
+def test_disk_guard_refuses_before_embedding_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGBENCH_MIN_FREE_BYTES", str(10 ** 18))  # more than any disk has
+    with pytest.raises(ResourceError, match=r"not enough disk space for embedding 2 texts under .*MB free"):
+        embed_texts(["a", "b"], EmbedderSpec(model="all-MiniLM-L6-v2"), "document", VectorCache(tmp_path))
+    assert not list(tmp_path.rglob("*.parquet"))
+    monkeypatch.setenv("RAGBENCH_MIN_FREE_BYTES", "0")
+    ensure_disk_space(tmp_path / "not" / "yet", 1024, "a small write")  # a missing folder checks its parent's disk
+
+
+def test_nested_progress_bars_share_one_live_display(monkeypatch):
+    monkeypatch.setattr(progress_mod, "progress_enabled", lambda: True)
+    with progress_mod.progress("configs", 2) as outer:
+        live = progress_mod._active
+        with progress_mod.progress("embed", 3) as inner:
+            assert progress_mod._active is live  # joined, not a second live display (rich forbids two)
+            inner(3)
+        outer(2)
+        assert len(live.tasks) == 1  # the inner row is removed when its stage ends
+    assert progress_mod._active is None
