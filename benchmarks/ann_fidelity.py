@@ -38,13 +38,13 @@ def main(argv: list[str] | None = None) -> int:
 
     home = args.home or Path(os.environ.get("RAGBENCH_HOME", ".ragbench"))
     os.environ.setdefault("RAGBENCH_HOME", str(home))
-    from ragbench.ann import ann_fidelity, format_table
-    from ragbench.cache import VectorCache
-    from ragbench.chunking import chunk_corpus
-    from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
-    from ragbench.datasets import load_dataset
-    from ragbench.embedding import embed_texts, model_key
-    from ragbench.index import CollectionMeta, EdgeIndex
+    from ragbench.evaluation.ann import ann_fidelity, format_table
+    from ragbench.core.cache import VectorCache
+    from ragbench.chunking.base import chunk_corpus
+    from ragbench.config.sweep import DatasetSpec, EmbedderSpec, WholeDocChunker
+    from ragbench.data.dataset import load_dataset
+    from ragbench.embedding.embed import embed_texts, model_key
+    from ragbench.index.qdrant import CollectionMeta, EdgeIndex
 
     ds = load_dataset(DatasetSpec(path=args.dataset, max_docs=args.max_docs))
     chunks = chunk_corpus(ds, WholeDocChunker())

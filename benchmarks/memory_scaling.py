@@ -33,7 +33,7 @@ output: {{mlflow: false}}
 """)
     env = {**os.environ, "RAGBENCH_HOME": str(workdir / f"home-{n_docs}"), "RAGBENCH_PROGRESS": "0"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ragbench.cli", "sweep", str(cfg), "--orchestrator", "local",
+    proc = subprocess.Popen([sys.executable, "-m", "ragbench.cli.main", "sweep", str(cfg), "--orchestrator", "local",
                              "--json"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     out = proc.stdout.read().decode()

@@ -1,1 +1,1 @@
-"""Prefect flows: thin wiring of the library's stages (see ragbench.sweep)."""
+"""Prefect flows: thin wiring of the library's stages (see ragbench.sweep.orchestrator)."""

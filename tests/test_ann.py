@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragbench.ann import ann_fidelity, format_table, recall_vs_exact
-from ragbench.cache import VectorCache
-from ragbench.chunking import chunk_corpus
-from ragbench.config import DatasetSpec, EmbedderSpec, SentenceChunker
-from ragbench.datasets import load_dataset
-from ragbench.embedding import embed_texts, model_key
-from ragbench.index import CollectionMeta, EdgeIndex
+from ragbench.evaluation.ann import ann_fidelity, format_table, recall_vs_exact
+from ragbench.core.cache import VectorCache
+from ragbench.chunking.base import chunk_corpus
+from ragbench.config.sweep import DatasetSpec, EmbedderSpec, SentenceChunker
+from ragbench.data.dataset import load_dataset
+from ragbench.embedding.embed import embed_texts, model_key
+from ragbench.index.qdrant import CollectionMeta, EdgeIndex
 from tests.conftest import DEMO
 
 EMB = EmbedderSpec(model="static-retrieval-m2v")

@@ -11,19 +11,19 @@ from itertools import product
 import polars as pl
 import pytest
 
-from ragbench.answering import (ANSWER_SCHEMA, CONTEXT_DILUTION, GENERATION_BUG, ORACLE_SCHEMA, PASS,
+from ragbench.generation.answering import (ANSWER_SCHEMA, CONTEXT_DILUTION, GENERATION_BUG, ORACLE_SCHEMA, PASS,
                                 RETRIEVAL_MISS_RANKING, RETRIEVAL_MISS_REPRESENTATION, VERDICTS, answer_queries,
                                 context_hits, gold_evidence, k_sweep, oracle_test, oracle_verdict, plot_k_sweep,
                                 summarize_answers, verdict_counts)
-from ragbench.chunking import chunk_corpus
-from ragbench.config import BM25Retriever, DatasetSpec, RecursiveChunker
-from ragbench.datasets import load_dataset
-from ragbench.llm import LLMServerError
-from ragbench.llm.client import ChatClient
-from ragbench.llm.context import ContextSpec
-from ragbench.llm.graders import answer_in_context, grade
-from ragbench.llm.server import LocalLLMServer, locate_llama_server, locate_model
-from ragbench.retrieval import BM25Index, run_from_hits
+from ragbench.chunking.base import chunk_corpus
+from ragbench.config.sweep import BM25Retriever, DatasetSpec, RecursiveChunker
+from ragbench.data.dataset import load_dataset
+from ragbench.generation.llm import LLMServerError
+from ragbench.generation.llm.client import ChatClient
+from ragbench.generation.llm.context import ContextSpec
+from ragbench.generation.llm.graders import answer_in_context, grade
+from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
+from ragbench.retrieval.base import BM25Index, run_from_hits
 
 from conftest import DEMO
 

@@ -13,19 +13,19 @@ import polars as pl
 import pytest
 
 from conftest import SCIFACT, requires_scifact, write_config
-from ragbench.judging import document_run
-from ragbench.reporting import per_query_values
-from ragbench.stats import compare_configs
-from ragbench.store import ResultStore
+from ragbench.evaluation.judging import document_run
+from ragbench.reporting.report import per_query_values
+from ragbench.evaluation.stats import compare_configs
+from ragbench.results.store import ResultStore
 
 
 @requires_scifact()
 def test_bm25_k1_comparison_matches_ranx(home, tmp_path):
     from ranx import Qrels, Run, compare
 
-    from ragbench.config import load_config
-    from ragbench.datasets import load_dataset
-    from ragbench.sweep import run_sweep
+    from ragbench.config.sweep import load_config
+    from ragbench.data.dataset import load_dataset
+    from ragbench.sweep.orchestrator import run_sweep
 
     cfg = load_config(write_config(tmp_path / "sf.yaml", f"""name: sf-k1
 dataset: {{path: {SCIFACT}, split: test, max_queries: 200, max_docs: 2000, seed: 1}}

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from conftest import DEMO, write_config
-from ragbench.config import load_config
-from ragbench.errors import ConfigError, ModelError
-from ragbench.sweep import preflight
+from ragbench.config.sweep import load_config
+from ragbench.core.errors import ConfigError, ModelError
+from ragbench.sweep.orchestrator import preflight
 
 BASE = f"""name: t
 dataset:

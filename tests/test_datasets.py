@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import DEMO, SCIFACT, requires_scifact
-from ragbench.config import DatasetSpec
-from ragbench.datasets import load_dataset
-from ragbench.errors import DatasetError
+from ragbench.config.sweep import DatasetSpec
+from ragbench.data.dataset import load_dataset
+from ragbench.core.errors import DatasetError
 
 
 def _beir(tmp_path: Path, corpus: list[str], queries: list[str], qrels: list[str]) -> Path:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.datasets import QRELS_SCHEMA
-from ragbench.diagnostics import near_misses, reachability, reachability_summary
-from ragbench.judging import document_run
-from ragbench.retrieval import RUN_SCHEMA
+from ragbench.data.dataset import QRELS_SCHEMA
+from ragbench.evaluation.diagnostics import near_misses, reachability, reachability_summary
+from ragbench.evaluation.judging import document_run
+from ragbench.retrieval.base import RUN_SCHEMA
 
 
 def _chunk_run(q, docs):

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import DEMO, ROOT, write_config
-from ragbench.cli import app
-from ragbench.config import load_config
-from ragbench.locks import LockBusyError, file_lock
-from ragbench.store import ResultStore
-from ragbench.sweep import run_sweep
+from ragbench.cli.main import app
+from ragbench.config.sweep import load_config
+from ragbench.core.locks import LockBusyError, file_lock
+from ragbench.results.store import ResultStore
+from ragbench.sweep.orchestrator import run_sweep
 
 RESUME_SWEEP = f"""name: resume-test
 dataset: {{path: {DEMO}, queries: all}}
@@ -42,7 +42,7 @@ def _env(home: Path) -> dict:
 
 
 def _start(cfg: Path, home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ragbench.cli", "sweep", str(cfg), "--orchestrator", "local",
+    return subprocess.Popen([sys.executable, "-m", "ragbench.cli.main", "sweep", str(cfg), "--orchestrator", "local",
                              "--json"], cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -163,8 +163,8 @@ output: {{mlflow: false}}
 def test_same_sweep_twice_at_once_is_refused_clearly(home, tmp_path):
     cfg = write_config(tmp_path / "a.yaml", BM25_ONLY.format(name="a", demo=DEMO, chunker="whole"))
     config = load_config(cfg)
-    from ragbench.datasets import load_dataset
-    from ragbench.hashing import stable_hash
+    from ragbench.data.dataset import load_dataset
+    from ragbench.core.hashing import stable_hash
 
     fp = load_dataset(config.dataset).fingerprint
     with file_lock(home / "locks" / f"sweep-{stable_hash(config.canonical())}-{fp}.lock", "held"):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.fusion import check_run, convex, qdrant_rrf_k, rrf
-from ragbench.retrieval import RUN_SCHEMA
+from ragbench.retrieval.fusion import check_run, convex, qdrant_rrf_k, rrf
+from ragbench.retrieval.base import RUN_SCHEMA
 
 
 def _run(rows):
@@ -110,11 +110,11 @@ def test_library_rrf_agrees_with_qdrant_edge_rrf(tmp_path):
     from qdrant_edge import (Bm25, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
                              Fusion, Modifier, Point, Prefetch, Query, QueryRequest, UpdateOperation)
 
-    from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
-    from ragbench.cache import VectorCache
-    from ragbench.chunking import chunk_corpus
-    from ragbench.datasets import load_dataset
-    from ragbench.embedding import embed_texts
+    from ragbench.config.sweep import DatasetSpec, EmbedderSpec, WholeDocChunker
+    from ragbench.core.cache import VectorCache
+    from ragbench.chunking.base import chunk_corpus
+    from ragbench.data.dataset import load_dataset
+    from ragbench.embedding.embed import embed_texts
     from tests.conftest import DEMO
 
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))

@@ -10,15 +10,15 @@ import duckdb
 import pytest
 
 from conftest import ROOT, write_config
-from ragbench.config import load_config
-from ragbench.sweep import run_sweep
+from ragbench.config.sweep import load_config
+from ragbench.sweep.orchestrator import run_sweep
 
 SQUAD = ROOT / "tests" / "fixtures" / "squad_small.json"
 
 
 def _llm_available() -> bool:
-    from ragbench.llm import LLMError
-    from ragbench.llm.server import locate_llama_server, locate_model
+    from ragbench.generation.llm import LLMError
+    from ragbench.generation.llm.server import locate_llama_server, locate_model
 
     try:
         locate_llama_server(), locate_model("smollm2-135m")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragbench.llm.graders import (answer_in_context, contains, exact_match, grade, is_insufficient, normalize_answer,
+from ragbench.generation.llm.graders import (answer_in_context, contains, exact_match, grade, is_insufficient, normalize_answer,
                                   token_f1)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ragbench import progress as progress_mod
-from ragbench.cache import VectorCache
-from ragbench.config import EmbedderSpec
-from ragbench.embedding import embed_texts
-from ragbench.resources import ResourceError, ensure_disk_space
-from ragbench.retry import call_with_retries, is_transient
+from ragbench.core import progress as progress_mod
+from ragbench.core.cache import VectorCache
+from ragbench.config.sweep import EmbedderSpec
+from ragbench.embedding.embed import embed_texts
+from ragbench.core.resources import ResourceError, ensure_disk_space
+from ragbench.core.retry import call_with_retries, is_transient
 
 
 def test_transient_errors_are_retried_and_permanent_ones_are_not():

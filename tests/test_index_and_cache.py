@@ -6,11 +6,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragbench.cache import VectorCache, atomic_write_parquet
-from ragbench.config import EmbedderSpec
-from ragbench.embedding import embed_texts
-from ragbench.errors import IndexMismatchError
-from ragbench.index import ClientIndex, CollectionMeta, EdgeIndex
+from ragbench.core.cache import VectorCache, atomic_write_parquet
+from ragbench.config.sweep import EmbedderSpec
+from ragbench.embedding.embed import embed_texts
+from ragbench.core.errors import IndexMismatchError
+from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex
 
 
 def _data(n=300, dim=16, seed=0):
@@ -93,13 +93,13 @@ def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
     same ranking, and it equals ragbench's own RRF of the two prefetch lists (1-based ranks, k = 60)."""
     import polars as pl
 
-    from ragbench.fusion import rrf
-    from ragbench.index import bm25_sparse
-    from ragbench.retrieval import RUN_SCHEMA
+    from ragbench.retrieval.fusion import rrf
+    from ragbench.index.qdrant import bm25_sparse
+    from ragbench.retrieval.base import RUN_SCHEMA
 
     from conftest import DEMO
-    from ragbench.config import DatasetSpec
-    from ragbench.datasets import load_dataset
+    from ragbench.config.sweep import DatasetSpec
+    from ragbench.data.dataset import load_dataset
 
     demo = load_dataset(DatasetSpec(path=DEMO, queries="all"))  # real text: BM25 ties are rare
     texts = [f"{t} {x}" for t, x in demo.corpus.select("title", "text").iter_rows()]

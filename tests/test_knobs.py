@@ -9,8 +9,8 @@ import duckdb
 import pytest
 
 from conftest import DEMO, write_config
-from ragbench.config import load_config
-from ragbench.sweep import run_sweep
+from ragbench.config.sweep import load_config
+from ragbench.sweep.orchestrator import run_sweep
 
 KNOBS = f"""name: knobs
 dataset: {{path: {DEMO}, queries: all}}
@@ -125,7 +125,7 @@ def test_every_knob_is_servable_as_evaluated(knobs):
     dataset query equals the stored one."""
     import json
 
-    from ragbench.serving import ProductionRetriever
+    from ragbench.promotion.serving import ProductionRetriever
 
     result, con, ids = knobs
     dataset_spec = json.loads(con.execute("SELECT spec_json FROM sweeps").fetchall()[0][0])["dataset"]

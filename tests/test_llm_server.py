@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ragbench.llm import LLMClientError, LLMServerError
-from ragbench.llm.client import ChatClient
-from ragbench.llm.server import LocalLLMServer, free_port, locate_llama_server, locate_model
+from ragbench.generation.llm import LLMClientError, LLMServerError
+from ragbench.generation.llm.client import ChatClient
+from ragbench.generation.llm.server import LocalLLMServer, free_port, locate_llama_server, locate_model
 
 
 def _locate():

@@ -8,8 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragbench.judging import document_run
-from ragbench.metrics import Measure, aggregate, evaluate_per_query
+from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.metrics import Measure, aggregate, evaluate_per_query
 
 
 def _run(rows):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.chunking import CHUNK_SCHEMA
-from ragbench.datasets import CORPUS_SCHEMA, SPANS_SCHEMA
-from ragbench.hashing import stable_hash
-from ragbench.parents import parent_chunks, parent_spans, small_to_big
-from ragbench.retrieval import RUN_SCHEMA
+from ragbench.chunking.base import CHUNK_SCHEMA
+from ragbench.data.dataset import CORPUS_SCHEMA, SPANS_SCHEMA
+from ragbench.core.hashing import stable_hash
+from ragbench.retrieval.parents import parent_chunks, parent_spans, small_to_big
+from ragbench.retrieval.base import RUN_SCHEMA
 
 DOC = ("# Guide\n\nIntro text here.\n\n"
        "## Install\n\nRun the installer. Then check the version.\n\n"
@@ -101,7 +101,7 @@ def test_small_to_big_dedupes_parents_and_judges_as_chunks():
     assert set(big["chunk_id"]) <= set(table["chunk_id"])
     assert (table["text"] == table["index_text"]).all()
     # span judging works on the parents: a span inside the Install section is fully covered by its parent
-    from ragbench.spans import chunk_relevance
+    from ragbench.evaluation.spans import chunk_relevance
 
     s, e = _at(DOC, "check the version")
     rel = chunk_relevance(table, pl.DataFrame([("q", "d1", s, e, 1)], schema=SPANS_SCHEMA, orient="row"))

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import DEMO, write_config
-from ragbench.cli import app
-from ragbench.metrics import aggregate
-from ragbench.promotion import PROMOTIONS_DDL, check_gate, collection_alias
-from ragbench.store import ResultStore
+from ragbench.cli.main import app
+from ragbench.evaluation.metrics import aggregate
+from ragbench.promotion.registry import PROMOTIONS_DDL, check_gate, collection_alias
+from ragbench.results.store import ResultStore
 
 SWEEP = f"""name: e2e
 dataset:
@@ -44,8 +44,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     """One real sweep (BM25, MiniLM dense, Model2Vec dense on whole docs) in a fresh home, shared by the module."""
-    from ragbench.config import load_config
-    from ragbench.sweep import run_sweep
+    from ragbench.config.sweep import load_config
+    from ragbench.sweep.orchestrator import run_sweep
 
     tmp = tmp_path_factory.mktemp("e2e")
     home = tmp / "home"
@@ -85,7 +85,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
         assert (tmp / "report" / png).read_bytes().startswith(PNG_MAGIC)
     from mlflow.tracking import MlflowClient
 
-    from ragbench.tracking import default_tracking_uri
+    from ragbench.results.tracking import default_tracking_uri
 
     client = MlflowClient(tracking_uri=default_tracking_uri(home))
     parent = store.sweep(result.sweep_id)["mlflow_run_id"]

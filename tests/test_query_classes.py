@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.datasets import QUERY_SCHEMA
-from ragbench.query_classes import assign_classes, classify
+from ragbench.data.dataset import QUERY_SCHEMA
+from ragbench.evaluation.query_classes import assign_classes, classify
 
 IDENTIFIER_QUERIES = [
     "What does error NMB-4013 mean?",
@@ -70,8 +70,8 @@ def test_custom_rules_first_match_wins_and_bad_rules_are_named():
 
 
 def test_rule_reproduces_the_demo_identifier_class():
-    from ragbench.config import DatasetSpec
-    from ragbench.datasets import load_dataset
+    from ragbench.config.sweep import DatasetSpec
+    from ragbench.data.dataset import load_dataset
     from tests.conftest import DEMO
 
     q = load_dataset(DatasetSpec(path=DEMO, queries="all")).queries

@@ -16,11 +16,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from ragbench.cli import app
-from ragbench.metrics import aggregate
-from ragbench.reporting import build_report, resolve_config_id, resolve_sweep_id, write_html_report
-from ragbench.stats import bootstrap_ci, compare_configs
-from ragbench.store import ResultStore
+from ragbench.cli.main import app
+from ragbench.evaluation.metrics import aggregate
+from ragbench.reporting.report import build_report, resolve_config_id, resolve_sweep_id, write_html_report
+from ragbench.evaluation.stats import bootstrap_ci, compare_configs
+from ragbench.results.store import ResultStore
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 N = 20  # labelled queries; q20 is unlabelled (NaN everywhere)

@@ -7,13 +7,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragbench.cache import VectorCache
-from ragbench.chunking import chunk_corpus
-from ragbench.config import BM25Retriever, DatasetSpec, EmbedderSpec, SentenceChunker
-from ragbench.datasets import load_dataset
-from ragbench.models import load_sentence_transformer
-from ragbench.rerank import BiEncoderRescorer, CrossEncoderReranker, rerank
-from ragbench.retrieval import BM25Index, RUN_SCHEMA, run_from_hits
+from ragbench.core.cache import VectorCache
+from ragbench.chunking.base import chunk_corpus
+from ragbench.config.sweep import BM25Retriever, DatasetSpec, EmbedderSpec, SentenceChunker
+from ragbench.data.dataset import load_dataset
+from ragbench.embedding.models import load_sentence_transformer
+from ragbench.retrieval.rerank import BiEncoderRescorer, CrossEncoderReranker, rerank
+from ragbench.retrieval.base import BM25Index, RUN_SCHEMA, run_from_hits
 from tests.conftest import DEMO
 
 
@@ -63,7 +63,7 @@ def test_biencoder_rescorer_reranks_bm25_top20_with_true_cosines(first_stage, tm
             assert s == pytest.approx(direct[cid], abs=1e-5)
         assert got["chunk_id"].to_list() == sorted(direct, key=lambda x: -direct[x])[:10]
     # the rescorer's vectors went to the cache: a second run embeds nothing
-    from ragbench.embedding import embed_texts
+    from ragbench.embedding.embed import embed_texts
 
     _, stats = embed_texts(list(dict.fromkeys(ctexts[c] for c in run.filter(pl.col("rank") <= 20)["chunk_id"])),
                            spec, "document", cache)

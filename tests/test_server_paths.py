@@ -14,8 +14,8 @@ import urllib.request
 import pytest
 
 from conftest import DEMO, write_config
-from ragbench.config import load_config
-from ragbench.sweep import run_sweep
+from ragbench.config.sweep import load_config
+from ragbench.sweep.orchestrator import run_sweep
 
 
 def _free_port() -> int:

@@ -18,12 +18,12 @@ import math
 import polars as pl
 import pytest
 
-from ragbench.chunking import CHUNK_SCHEMA, FixedChunker, chunk_corpus
-from ragbench.datasets import SPANS_SCHEMA
-from ragbench.metrics import Measure
-from ragbench.models import count_tokens
-from ragbench.retrieval import RUN_SCHEMA
-from ragbench.spans import (budget_metrics, chunk_level_run_metrics, chunk_relevance, merge_intervals, merge_spans,
+from ragbench.chunking.base import CHUNK_SCHEMA, FixedChunker, chunk_corpus
+from ragbench.data.dataset import SPANS_SCHEMA
+from ragbench.evaluation.metrics import Measure
+from ragbench.embedding.models import count_tokens
+from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.evaluation.spans import (budget_metrics, chunk_level_run_metrics, chunk_relevance, merge_intervals, merge_spans,
                             span_metrics, union_length)
 
 DOC_A = "Rivers carry water to the sea. Most rivers start in hills. Some rivers dry up in summer and returns."
@@ -202,7 +202,7 @@ def test_bad_input_is_named():
 
 def test_real_chunker_output_and_fixed_chunker_spans():
     """Whole-pipeline sanity on real chunker output: every span is covered when the whole run is retrieved."""
-    from ragbench.datasets import CORPUS_SCHEMA, Dataset
+    from ragbench.data.dataset import CORPUS_SCHEMA, Dataset
 
     corpus = pl.DataFrame([("A", "", DOC_A, "{}"), ("B", "", DOC_B, "{}")], schema=CORPUS_SCHEMA, orient="row")
     ds = Dataset("tiny", corpus, pl.DataFrame(), pl.DataFrame(), spans_table(), "fp")

@@ -9,10 +9,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ragbench.config import DatasetSpec
-from ragbench.datasets import load_dataset
-from ragbench.errors import DatasetError
-from ragbench.squad import load_squad, parse_squad, read_squad_json, title_slug
+from ragbench.config.sweep import DatasetSpec
+from ragbench.data.dataset import load_dataset
+from ragbench.core.errors import DatasetError
+from ragbench.data.squad import load_squad, parse_squad, read_squad_json, title_slug
 
 FIXTURE = Path(__file__).parent / "fixtures" / "squad_small.json"
 RAW = read_squad_json(FIXTURE)

@@ -1,4 +1,4 @@
-"""Tests for ragbench.stats (comparison statistics between configurations)."""
+"""Tests for ragbench.evaluation.stats (comparison statistics between configurations)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from ragbench.stats import (
+from ragbench.evaluation.stats import (
     Comparison,
     ConfidenceInterval,
     PairedTest,

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import DEMO, SCIFACT, requires_scifact, write_config
-from ragbench.cli import app
-from ragbench.config import load_config
-from ragbench.sweep import run_sweep
+from ragbench.cli.main import app
+from ragbench.config.sweep import load_config
+from ragbench.sweep.orchestrator import run_sweep
 
 DEMO_SWEEP = f"""name: demo-test
 dataset:

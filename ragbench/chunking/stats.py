@@ -1,0 +1,94 @@
+"""Chunking statistics per strategy: sizes, sentence cuts, split evidence and index size.
+
+Returned keys (all floats, so they log to MLflow as metrics as they are):
+
+* ``chunk_count``; ``chunk_tokens_mean``, ``chunk_tokens_p50``, ``chunk_tokens_p95``, ``chunk_tokens_max``
+  (percentiles by numpy's default linear interpolation);
+* ``chunks_end_mid_sentence`` / ``chunks_start_mid_sentence``: share of chunks whose end (start) offset is not a
+  sentence end (start) of :func:`ragbench.chunking.base.sentence_spans` of their document nor the document's end (start,
+  whitespace ignored); ``chunks_cut_mid_sentence``: share with either;
+* ``spans_split``: share of gold spans (relevance > 0) *split* across chunks — no single chunk contains the span
+  whole but at least one chunk overlaps it (the "answer split across boundaries" failure); ``spans_counted`` is the
+  denominator (spans of documents that have chunks) and ``spans_uncovered`` counts spans no chunk touches;
+* ``index_chars`` (sum of chunk lengths), ``corpus_chars``, ``expansion`` = index_chars / corpus_chars (> 1 with
+  overlap, < 1 when chunkers drop whitespace), ``index_tokens`` (sum of ``token_counts``).
+
+With no spans the span entries are NaN, not 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+from ragbench.chunking.base import sentence_spans
+
+
+def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], spans: pl.DataFrame,
+                     corpus: pl.DataFrame) -> dict[str, float]:
+    """Statistics of one chunking of ``corpus`` (see the module docstring for every key and its definition)."""
+    if chunks.is_empty():
+        raise ValueError("no chunks: the chunker produced nothing for this corpus")
+    missing = [c for c in chunks["chunk_id"].to_list() if c not in token_counts]
+    if missing:
+        raise ValueError(f"token_counts lacks {len(missing)} chunk id(s), e.g. {missing[:3]}")
+    tokens = np.array([token_counts[c] for c in chunks["chunk_id"].to_list()], dtype=np.float64)
+    texts = dict(zip(corpus["doc_id"], corpus["text"]))
+    unknown = set(chunks["doc_id"].unique().to_list()) - texts.keys()
+    if unknown:
+        raise ValueError(f"chunks name {len(unknown)} document(s) absent from the corpus, e.g. {sorted(unknown)[:3]}")
+
+    end_cut, start_cut = _sentence_cuts(chunks, texts)
+    split, counted, uncovered = _split_spans(chunks, spans)
+    index_chars = float((chunks["end"] - chunks["start"]).sum())
+    corpus_chars = float(corpus["text"].str.len_chars().sum())
+    n = chunks.height
+    return {
+        "chunk_count": float(n),
+        "chunk_tokens_mean": float(tokens.mean()),
+        "chunk_tokens_p50": float(np.percentile(tokens, 50)),
+        "chunk_tokens_p95": float(np.percentile(tokens, 95)),
+        "chunk_tokens_max": float(tokens.max()),
+        "chunks_end_mid_sentence": float(end_cut.mean()),
+        "chunks_start_mid_sentence": float(start_cut.mean()),
+        "chunks_cut_mid_sentence": float((end_cut | start_cut).mean()),
+        "spans_split": split / counted if counted else math.nan,
+        "spans_counted": float(counted),
+        "spans_uncovered": float(uncovered),
+        "index_chars": index_chars,
+        "corpus_chars": corpus_chars,
+        "expansion": index_chars / corpus_chars if corpus_chars else math.nan,
+        "index_tokens": float(tokens.sum()),
+    }
+
+
+def _sentence_cuts(chunks: pl.DataFrame, texts: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per chunk: (end is mid-sentence, start is mid-sentence)."""
+    ends_ok: dict[str, set[int]] = {}
+    starts_ok: dict[str, set[int]] = {}
+    for doc_id in chunks["doc_id"].unique().to_list():
+        text = texts[doc_id]
+        sents = sentence_spans(text)
+        body = len(text) - len(text.lstrip()), len(text.rstrip())
+        starts_ok[doc_id] = {s for s, _ in sents} | {0, body[0]}
+        ends_ok[doc_id] = {e for _, e in sents} | {len(text), body[1]}
+    rows = chunks.select("doc_id", "start", "end").iter_rows()
+    cuts = np.array([(e not in ends_ok[d], s not in starts_ok[d]) for d, s, e in rows], dtype=bool)
+    return cuts[:, 0], cuts[:, 1]
+
+
+def _split_spans(chunks: pl.DataFrame, spans: pl.DataFrame) -> tuple[int, int, int]:
+    """(split spans, spans of chunked documents, spans no chunk overlaps)."""
+    ev = (spans.filter((pl.col("relevance") > 0) & pl.col("doc_id").is_in(chunks["doc_id"].unique().implode()))
+          .select("doc_id", "start", "end").with_row_index("_span"))
+    if ev.is_empty():
+        return 0, 0, 0
+    pairs = (ev.join(chunks.select("doc_id", pl.col("start").alias("cs"), pl.col("end").alias("ce")), on="doc_id")
+             .filter((pl.min_horizontal("end", "ce") - pl.max_horizontal("start", "cs")) > 0)
+             .group_by("_span")
+             .agg(((pl.col("cs") <= pl.col("start")) & (pl.col("end") <= pl.col("ce"))).any().alias("contained")))
+    split = int((~pairs["contained"]).sum())
+    return split, ev.height, ev.height - pairs.height

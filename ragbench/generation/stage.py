@@ -1,0 +1,119 @@
+"""Generation stage of a sweep: the LLM endpoint's lifecycle and, per config, answers + the oracle test.
+
+The endpoint (a local ``llama-server`` started on 127.0.0.1, or any OpenAI-compatible URL) is started lazily on the
+first config that needs it and stopped by the sweep, by its own PID, whatever happens. If it cannot be started, that
+failure is remembered and every config that needs it fails with the same clear message, without retrying the start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import polars as pl
+
+from ragbench.generation.answering import (ANSWER_SCHEMA, answer_queries, context_hits, k_sweep, oracle_test, summarize_answers,
+                        verdict_counts)
+from ragbench.config.sweep import GenerationSpec
+from ragbench.data.dataset import Dataset
+from ragbench.generation.llm.context import DEFAULT_INSTRUCTION, ContextSpec
+from ragbench.core.progress import log
+
+
+def context_spec(spec: GenerationSpec) -> ContextSpec:
+    c = spec.context
+    return ContextSpec(k=c.k, ordering=c.ordering, dedupe=c.dedupe, dedupe_threshold=c.dedupe_threshold,
+                       token_budget=c.token_budget, tokenizer=c.tokenizer,
+                       instruction=c.instruction or DEFAULT_INSTRUCTION)
+
+
+class Generator:
+    """The sweep's LLM endpoint: ``client()`` starts it on first use; ``stop()`` always ends a local server."""
+
+    def __init__(self, spec: GenerationSpec, home: Path):
+        self.spec, self.home = spec, Path(home)
+        self._server = None
+        self._client = None
+        self._failure: Exception | None = None
+
+    def client(self):
+        if self._failure is not None:
+            raise self._failure
+        if self._client is None:
+            try:
+                self._client = self._start()
+            except Exception as e:
+                self._failure = e
+                raise
+        return self._client
+
+    def _start(self):
+        from ragbench.generation.llm.client import ChatClient
+
+        s = self.spec
+        if s.endpoint == "local":
+            from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
+
+            self._server = LocalLLMServer(locate_llama_server(), locate_model(s.model), ctx=s.server.ctx,
+                                          parallel=s.server.parallel, threads=s.server.threads,
+                                          startup_timeout=s.server.startup_timeout).start()
+            base_url, model = self._server.base_url, self._server.model_id
+            log.info("LLM: llama-server pid %s at %s serving %s", self._server.pid, base_url, model)
+        else:
+            base_url, model = s.endpoint, s.model
+        return ChatClient(base_url, model, temperature=s.temperature, max_tokens=s.max_tokens, timeout=s.timeout,
+                          retries=s.retries, concurrency=s.concurrency, api_key_env=s.api_key_env,
+                          cache_dir=self.home / "cache" / "llm", extra_body=s.extra_body)
+
+    @property
+    def model_id(self) -> str:
+        return self._client.model if self._client is not None else self.spec.model
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+def answer_in_context_metrics(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame,
+                              spec: GenerationSpec | None) -> dict[str, float]:
+    """DPR-style answer-in-context of the assembled context (no LLM), for every config of a dataset with answers."""
+    if not ds.queries["answers"].list.len().sum():
+        return {}
+    ctx = context_spec(spec) if spec else ContextSpec()
+    hits = context_hits(ds, run, chunks, ctx)
+    answerable = hits.filter(pl.col("answerable"))["answer_in_context"]
+    return {f"answer_in_context@{ctx.k}": float(answerable.mean()) if answerable.len() else float("nan")}
+
+
+def generation_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generator: Generator
+                     ) -> tuple[dict[str, float], pl.DataFrame]:
+    """Answer a seeded sample of queries from this config's context, grade them, and run the oracle test.
+
+    Returns the means (``answer_accuracy``, ``answer_em``, ``answer_f1``, ``answer_contains``, ...) and verdict
+    counts (``oracle_PASS``, ...) as metrics, and one row per answered query with arm B and the verdict.
+    """
+    spec = generator.spec
+    client = generator.client()
+    ctx = context_spec(spec)
+    answers = answer_queries(ds, run, chunks, client, ctx, sample=spec.sample, seed=spec.seed)
+    metrics = summarize_answers(answers)
+    if spec.oracle:  # arm A repeats the prompts above: served from the response cache
+        oracle = oracle_test(ds, run, chunks, client, ctx, pool_depth=spec.pool_depth, sample=spec.sample,
+                             seed=spec.seed)
+        metrics.update({f"oracle_{v}": float(n) for v, n in verdict_counts(oracle).items()})
+        answers = answers.join(oracle.select("query_id", "b_answer", "b_correct", "gold_in_context", "gold_in_pool",
+                                             "verdict"), on="query_id", how="left")
+    return metrics, answers
+
+
+def k_sweep_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generator: Generator) -> pl.DataFrame:
+    """Accuracy and recall over context sizes k for one config (the inverted U, if the data shows one)."""
+    spec = generator.spec
+    ctx = dataclasses.replace(context_spec(spec), token_budget=spec.k_sweep.token_budget)
+    return k_sweep(ds, run, chunks, generator.client(), ctx, ks=spec.k_sweep.ks, sample=spec.sample, seed=spec.seed)
+
+
+ANSWERS_COLUMNS = [*ANSWER_SCHEMA, "b_answer", "b_correct", "gold_in_context", "gold_in_pool", "verdict"]

@@ -1,0 +1,321 @@
+"""Index stage: vectors -> a real Qdrant collection, and exact or HNSW search over it.
+
+Two engines behind one interface:
+
+* :class:`EdgeIndex` (embedded default): Qdrant Edge, the Qdrant engine in-process (``qdrant-edge-py``). The HNSW
+  graph is built by ``optimize()``; ``exact=True`` searches brute force.
+* :class:`ClientIndex` (scale-out): a Qdrant server through ``qdrant-client`` (``RAGBENCH_QDRANT_URL``), or its
+  local ``:memory:`` mode for tests (brute force; it ignores HNSW search params).
+
+A collection is named by ``(dataset fingerprint, chunker, embedder, index params)`` and records the model id +
+revision it holds. Searching it with vectors of another model is refused. A collection is only used once it is
+marked complete and its point count matches, so a half-built collection is rebuilt, never queried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragbench.config.sweep import IndexSpec
+from ragbench.core.errors import IndexMismatchError
+from ragbench.core.hashing import stable_hash
+from ragbench.core.locks import file_lock
+
+UPSERT_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class CollectionMeta:
+    """What a collection holds; stored with it and checked on every search."""
+
+    name: str
+    model_key: str
+    dim: int
+    distance: str
+    count: int
+    hnsw_m: int
+    ef_construct: int
+    full_scan_threshold_kb: int
+    sparse: bool = False  # also a sparse "bm25" vector per point (Qdrant's own BM25), for native hybrid search
+
+
+def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,
+                    index: IndexSpec, payload: str = "") -> str:
+    """``rb_<hash>`` of everything that decides a collection's content."""
+    return "rb_" + stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_id, "model": model_key,
+                                "prompt": document_prompt, "index": index.canonical(), "payload": payload})
+
+
+@dataclass(frozen=True)
+class Hits:
+    """Search results for a batch of queries: ``ids[i]`` and ``scores[i]`` are query i's points, best first."""
+
+    ids: list[np.ndarray]
+    scores: list[np.ndarray]
+
+
+Batch = tuple  # (point ids, dense vectors, payloads) or, for sparse collections, + a list of sparse vectors
+SPARSE = "bm25"
+
+
+def bm25_sparse(texts: list[str], query: bool = False) -> list:
+    """Qdrant's own BM25 sparse vectors (``qdrant_edge.Bm25``; IDF is applied by the collection's modifier)."""
+    from qdrant_edge import Bm25
+
+    bm25 = Bm25()
+    return [bm25.embed_query(t) if query else bm25.embed_document(t) for t in texts]
+
+
+def as_batches(vectors: np.ndarray, payloads: list[dict], size: int = UPSERT_BATCH) -> Iterator[Batch]:
+    """Split an in-memory matrix into upsert batches (point id = row number)."""
+    for i in range(0, len(vectors), size):
+        j = min(i + size, len(vectors))
+        yield np.arange(i, j), vectors[i:j], payloads[i:j]
+
+
+def _searchable(index, name: str, model_key: str, dim: int) -> CollectionMeta:
+    """The collection's metadata, after refusing an incomplete collection or vectors of another model."""
+    meta = index.meta(name)
+    if meta is None:
+        raise IndexMismatchError(f"collection {name} does not exist or is incomplete")
+    if meta.model_key != model_key:
+        raise IndexMismatchError(f"collection {meta.name} holds vectors of {meta.model_key}; refusing to search it "
+                                 f"with vectors of {model_key}")
+    if meta.dim != dim:
+        raise IndexMismatchError(f"collection {meta.name} has dimension {meta.dim}, query vectors have {dim}")
+    return meta
+
+
+class EdgeIndex:
+    """Collections as Qdrant Edge shards under ``root/<name>/`` with a ``ragbench.json`` completion marker."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root) / "qdrant-edge"
+        self._open: dict[str, object] = {}
+        self._lock = threading.Lock()
+
+    def _meta_path(self, name: str) -> Path:
+        return self.root / name / "ragbench.json"
+
+    def meta(self, name: str) -> CollectionMeta | None:
+        try:
+            return CollectionMeta(**json.loads(self._meta_path(name).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _shard(self, name: str):
+        from qdrant_edge import EdgeShard
+
+        with self._lock:
+            if name not in self._open:
+                self._open[name] = EdgeShard.load(str(self.root / name / "shard"))
+            return self._open[name]
+
+    def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
+               payloads: list[dict] | None = None) -> bool:
+        """Build the collection unless a complete one exists. Returns True when it was built now.
+
+        ``batches`` yields ``(ids, vectors, payloads)`` (streamed: memory bounded by one batch), or is a matrix
+        with ``payloads`` alongside. Concurrent builders of one collection wait for each other.
+        """
+        with file_lock(self.root / f".{meta.name}.lock", f"collection {meta.name}", wait_seconds=3600):
+            return self._ensure(meta, batches if payloads is None else as_batches(batches, payloads))
+
+    def _ensure(self, meta: CollectionMeta, batches: Iterable[Batch]) -> bool:
+        from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard,
+                                 EdgeSparseVectorParams, EdgeVectorParams, HnswIndexConfig, Modifier, Point,
+                                 UpdateOperation)
+
+        existing = self.meta(meta.name)
+        if existing is not None and existing.count == meta.count:
+            if self._shard(meta.name).count(CountRequest(exact=True)) == meta.count:
+                return False
+        self.close(meta.name)
+        folder = self.root / meta.name
+        shutil.rmtree(folder, ignore_errors=True)  # incomplete leftovers of a killed build
+        distance = {"cosine": Distance.Cosine, "dot": Distance.Dot, "euclid": Distance.Euclid}[meta.distance]
+        sparse = {SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)} if meta.sparse else None
+        config = EdgeConfig(
+            vectors={"dense": EdgeVectorParams(size=meta.dim, distance=distance)}, sparse_vectors=sparse,
+            hnsw_config=HnswIndexConfig(m=meta.hnsw_m, ef_construct=meta.ef_construct,
+                                        full_scan_threshold=meta.full_scan_threshold_kb),
+            # one segment, indexed from the first KB: the HNSW graph then covers every point
+            optimizers=EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1))
+        shard = EdgeShard.create(str(folder / "shard"), config)
+        for ids, vectors, payloads, *sparse_vectors in batches:
+            named = [{"dense": v.tolist()} for v in vectors]
+            if meta.sparse:
+                for n, sv in zip(named, sparse_vectors[0]):
+                    n[SPARSE] = sv
+            points = [Point(int(i), n, p) for i, n, p in zip(ids, named, payloads)]
+            shard.update(UpdateOperation.upsert_points(points))
+        shard.optimize()
+        shard.flush()
+        if shard.count(CountRequest(exact=True)) != meta.count:
+            raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
+        tmp = self._meta_path(meta.name).with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(meta)))
+        os.replace(tmp, self._meta_path(meta.name))
+        with self._lock:
+            self._open[meta.name] = shard
+        return True
+
+    def search(self, name: str, queries: np.ndarray, model_key: str, limit: int, *, exact: bool = False,
+               hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SearchParams
+
+        _searchable(self, name, model_key, queries.shape[1])
+        params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        shard = self._shard(name)
+        ids, scores = [], []
+        for i in range(0, len(queries), 64):
+            batch = [QueryRequest(limit=limit, query=Query.Nearest(q.tolist(), using="dense"), params=params,
+                                  filter=query_filter) for q in queries[i:i + 64]]
+            for points in shard.query_batch(QueryBatchRequest(batch)):
+                ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
+                scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
+        return Hits(ids, scores)
+
+    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
+                      dense_depth: int, sparse_depth: int, k: float, exact: bool = False,
+                      hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        """One Qdrant query per text: dense and sparse-BM25 prefetches fused by Qdrant's RRF.
+
+        Qdrant ranks prefetch results from 0, so ``Fusion.Rrf(k + 1)`` scores 1 / (k + rank) with 1-based ranks:
+        the same formula as :func:`ragbench.retrieval.fusion.rrf`.
+        """
+        from qdrant_edge import Fusion, Prefetch, Query, QueryBatchRequest, QueryRequest, SearchParams
+
+        meta = _searchable(self, name, model_key, queries.shape[1])
+        if not meta.sparse:
+            raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
+        params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        sparse = bm25_sparse(query_texts, query=True)
+        shard = self._shard(name)
+        ids, scores = [], []
+        for i in range(0, len(queries), 64):
+            batch = [QueryRequest(limit=limit, query=Fusion.Rrf(k=int(k) + 1), prefetches=[
+                Prefetch(limit=dense_depth, query=Query.Nearest(q.tolist(), using="dense"), params=params,
+                         filter=query_filter),
+                Prefetch(limit=sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=query_filter)])
+                for q, sv in zip(queries[i:i + 64], sparse[i:i + 64])]
+            for points in shard.query_batch(QueryBatchRequest(batch)):
+                ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
+                scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
+        return Hits(ids, scores)
+
+    def close(self, name: str | None = None) -> None:
+        with self._lock:
+            for n in [name] if name else list(self._open):
+                shard = self._open.pop(n, None)
+                if shard is not None:
+                    shard.close()
+
+
+class ClientIndex:
+    """The same interface over ``qdrant-client`` (a Qdrant server URL, or ``:memory:``)."""
+
+    def __init__(self, url: str, api_key: str | None = None):
+        from qdrant_client import QdrantClient
+
+        self.client = QdrantClient(location=":memory:") if url == ":memory:" else QdrantClient(url=url,
+                                                                                                 api_key=api_key)
+
+    def meta(self, name: str) -> CollectionMeta | None:
+        if not self.client.collection_exists(name):
+            return None
+        md = self.client.get_collection(name).config.metadata or {}
+        try:
+            return CollectionMeta(**md["ragbench"]) if md.get("complete") else None
+        except (KeyError, TypeError):
+            return None
+
+    def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
+               payloads: list[dict] | None = None) -> bool:
+        from qdrant_client import models
+
+        if payloads is not None:
+            batches = as_batches(batches, payloads)
+        existing = self.meta(meta.name)
+        if existing is not None and self.client.count(meta.name, exact=True).count == meta.count:
+            return False
+        if self.client.collection_exists(meta.name):
+            self.client.delete_collection(meta.name)
+        distance = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT,
+                    "euclid": models.Distance.EUCLID}[meta.distance]
+        self.client.create_collection(
+            meta.name,
+            vectors_config={"dense": models.VectorParams(size=meta.dim, distance=distance)},
+            sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+            if meta.sparse else None,
+            hnsw_config=models.HnswConfigDiff(m=meta.hnsw_m, ef_construct=meta.ef_construct,
+                                              full_scan_threshold=meta.full_scan_threshold_kb),
+            metadata={"ragbench": asdict(meta), "complete": False})
+        for ids, vectors, pls, *sparse_vectors in batches:
+            named = [{"dense": v.tolist()} for v in vectors]
+            if meta.sparse:
+                for n, sv in zip(named, sparse_vectors[0]):
+                    n[SPARSE] = models.SparseVector(indices=list(sv.indices), values=list(sv.values))
+            self.client.upsert(meta.name, points=[
+                models.PointStruct(id=int(i), vector=n, payload=p) for i, n, p in zip(ids, named, pls)], wait=True)
+        if self.client.count(meta.name, exact=True).count != meta.count:
+            raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
+        self.client.update_collection(meta.name, metadata={"ragbench": asdict(meta), "complete": True})
+        return True
+
+    def search(self, name: str, queries: np.ndarray, model_key: str, limit: int, *, exact: bool = False,
+               hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        from qdrant_client import models
+
+        _searchable(self, name, model_key, queries.shape[1])
+        params = models.SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        ids, scores = [], []
+        for i in range(0, len(queries), 64):
+            reqs = [models.QueryRequest(query=q.tolist(), using="dense", limit=limit, params=params,
+                                        filter=query_filter) for q in queries[i:i + 64]]
+            for resp in self.client.query_batch_points(name, reqs):
+                ids.append(np.array([p.id for p in resp.points], dtype=np.int64))
+                scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
+        return Hits(ids, scores)
+
+    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
+                      dense_depth: int, sparse_depth: int, k: float, exact: bool = False,
+                      hnsw_ef: int | None = None, query_filter=None) -> Hits:
+        """As :meth:`EdgeIndex.hybrid_search`, through qdrant-client's ``query_points`` with an RRF query."""
+        from qdrant_client import models
+
+        meta = _searchable(self, name, model_key, queries.shape[1])
+        if not meta.sparse:
+            raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
+        params = models.SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        ids, scores = [], []
+        for q, sv in zip(queries, bm25_sparse(query_texts, query=True)):
+            resp = self.client.query_points(name, prefetch=[
+                models.Prefetch(query=q.tolist(), using="dense", limit=dense_depth, params=params,
+                                filter=query_filter),
+                models.Prefetch(query=models.SparseVector(indices=list(sv.indices), values=list(sv.values)),
+                                using=SPARSE, limit=sparse_depth, filter=query_filter)],
+                query=models.RrfQuery(rrf=models.Rrf(k=int(k) + 1)), limit=limit)
+            ids.append(np.array([p.id for p in resp.points], dtype=np.int64))
+            scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
+        return Hits(ids, scores)
+
+    def close(self, name: str | None = None) -> None:
+        if name is None:
+            self.client.close()
+
+
+def open_index(home: Path):
+    """The engine the environment asks for: ``RAGBENCH_QDRANT_URL`` (a server, or ``:memory:``) or embedded Edge."""
+    url = os.environ.get("RAGBENCH_QDRANT_URL")
+    if url:
+        return ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
+    return EdgeIndex(home)

@@ -1,0 +1,495 @@
+"""Promotion: put a configuration into production only on evidence, and be able to take it back.
+
+The gate (:func:`check_gate`)
+-----------------------------
+A candidate config of a finished sweep is promoted only if
+
+* **there is a production config**: the candidate beats it on the *same dataset fingerprint* on the primary measure
+  (default: the sweep's ``metrics.primary``): the paired randomization test (:func:`ragbench.evaluation.stats.
+  paired_randomization_test`, two-sided, 10 000 sign flips) over the queries both have a value for must give
+  ``p < alpha`` **and** a positive mean difference. Production's per-query values come from the candidate's own
+  sweep if it evaluated the production config, otherwise from the newest finished sweep on the same fingerprint
+  that did (paired by ``query_id``). If production was never evaluated on that data, the gate refuses: there is no
+  evidence. The paired t-test p-value is reported alongside.
+* **there is none yet** (first promotion): the candidate is the best config of its sweep or tied with it
+  (:func:`ragbench.evaluation.stats.compare_configs`, Holm-adjusted p >= alpha against the best).
+* or ``force=True`` with a non-empty ``reason`` (recorded with the promotion).
+
+What a promotion does
+---------------------
+1. logs an ``mlflow.pyfunc`` model (:class:`ragbench.promotion.serving.RetrieverModel`, the config JSON as an artifact) in
+   experiment ``ragbench/promotions``, registers it as a new version of ``ragbench-retriever`` and moves the alias
+   ``production`` to it, so ``mlflow.pyfunc.load_model("models:/ragbench-retriever@production")`` answers queries;
+2. points the Qdrant collection alias ``production`` at the config's collection: in one
+   ``update_collection_aliases`` request (delete + create) on a Qdrant server, or, for the embedded Edge engine
+   (which has no aliases), by rewriting ``<home>/qdrant-edge/aliases.json`` atomically (``os.replace``). A BM25
+   config has no collection: the alias is removed;
+3. writes a row into the DuckDB table ``promotions`` and marks it the only ``active`` one.
+
+If step 2 or 3 fails, the earlier steps are reverted (aliases moved back). :func:`rollback` deactivates the live
+promotion (``rolled_back_at`` set) and reactivates the one before it, moving both aliases back.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import math
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ragbench.core.errors import RagbenchError
+from ragbench.core.progress import log
+from ragbench.reporting.report import resolve_config_id, resolve_sweep_id, sweep_primary
+from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
+from ragbench.results.store import ResultStore
+
+MODEL_NAME = "ragbench-retriever"
+ALIAS = "production"
+PROMOTIONS_EXPERIMENT = "ragbench/promotions"
+
+PROMOTIONS_DDL = """
+CREATE TABLE IF NOT EXISTS promotions (
+    promoted_at TIMESTAMPTZ, sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR,
+    dataset_fingerprint VARCHAR, primary_measure VARCHAR, primary_value DOUBLE, p_value DOUBLE, forced BOOLEAN,
+    reason VARCHAR, who VARCHAR, mlflow_model_version VARCHAR, collection VARCHAR, active BOOLEAN,
+    rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR)
+"""
+
+
+class PromotionRefused(RagbenchError):
+    """The gate refused: the message carries the evidence (means, paired queries, p-values) and how to override."""
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """One row of ``promotions``."""
+
+    promoted_at: datetime
+    sweep_id: str
+    config_id: str
+    name: str
+    spec: dict
+    dataset_fingerprint: str
+    primary_measure: str
+    primary_value: float
+    p_value: float | None
+    forced: bool
+    reason: str | None
+    who: str
+    mlflow_model_version: str | None
+    collection: str | None
+    active: bool
+    rolled_back_at: datetime | None = None
+    model_name: str = MODEL_NAME
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """The gate's verdict and the numbers behind it.
+
+    ``p_value`` / ``t_p_value`` / ``mean_diff`` / ``n`` describe candidate vs production (or, for a first
+    promotion, the Holm-adjusted p-value against the sweep's best); ``evidence`` says it in words.
+    """
+
+    allowed: bool
+    evidence: str
+    primary: str
+    candidate_mean: float
+    baseline: str | None = None  # production config name (or the sweep's best, for a first promotion)
+    baseline_mean: float | None = None
+    mean_diff: float | None = None
+    n: int | None = None
+    p_value: float | None = None
+    t_p_value: float | None = None
+
+
+# ---------------------------------------------------------------- the record
+def _ensure_table(store: ResultStore) -> None:
+    with store.connect() as con:
+        con.execute(PROMOTIONS_DDL)
+
+
+def _rows(store: ResultStore, where: str = "", params: list | None = None) -> list[Promotion]:
+    _ensure_table(store)
+    df = store.query(f"SELECT * FROM promotions {where} ORDER BY promoted_at DESC", params)
+    out = []
+    for r in df.iter_rows(named=True):
+        r = dict(r)
+        r["spec"] = json.loads(r.pop("spec_json") or "{}")
+        r["evidence"] = r.get("evidence") or ""
+        r["model_name"] = r.get("model_name") or MODEL_NAME
+        out.append(Promotion(**r))
+    return out
+
+
+def production(store: ResultStore) -> Promotion | None:
+    """The live promotion, or None."""
+    rows = _rows(store, "WHERE active")
+    return rows[0] if rows else None
+
+
+def history(store: ResultStore) -> list[Promotion]:
+    """Every promotion, newest first (rolled-back ones included, with ``rolled_back_at``)."""
+    return _rows(store)
+
+
+# ---------------------------------------------------------------- the gate
+def _values(store: ResultStore, sweep_id: str, config_id: str, measure: str) -> pl.DataFrame:
+    return store.query("SELECT query_id, value FROM query_metrics WHERE sweep_id = ? AND config_id = ? AND "
+                       "measure = ?", [sweep_id, config_id, measure])
+
+
+def _fmt_p(p: float | None) -> str:
+    return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4g}"
+
+
+def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: str | None = None,
+               alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0) -> GateDecision:
+    """Decide whether ``config_id`` of ``sweep_id`` may replace what is in production (see the module docstring)."""
+    sweep = store.sweep(sweep_id)
+    if sweep is None:
+        raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
+    primary = primary or sweep_primary(store, sweep_id)
+    cfg = store.query("SELECT name, status, error FROM configs WHERE sweep_id = ? AND config_id = ?",
+                      [sweep_id, config_id])
+    if cfg.is_empty():
+        raise RagbenchError(f"config {config_id} is not part of sweep {sweep_id}")
+    name, status, error = cfg.row(0)
+    if status != "finished":
+        raise PromotionRefused(f"config {name} did not finish in sweep {sweep_id} ({error}); nothing to promote")
+    cand = _values(store, sweep_id, config_id, primary)
+    if cand.is_empty():
+        raise RagbenchError(f"measure {primary!r} was not computed for config {name} in sweep {sweep_id}")
+    cand_mean = float(np.nanmean(cand["value"].to_numpy())) if cand["value"].is_not_nan().any() else math.nan
+    fp = sweep["dataset_fingerprint"]
+    live = production(store)
+
+    if live is None:
+        pq = store.query("SELECT q.config_id, q.query_id, q.value, q.measure FROM query_metrics q JOIN configs c "
+                         "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND q.measure = ? AND "
+                         "c.status = 'finished'", [sweep_id, primary])
+        comp = compare_configs(pq, primary, alpha=alpha, n_resamples=n_resamples, seed=seed)
+        best = comp.config(comp.best)
+        best_name = store.query("SELECT name FROM configs WHERE sweep_id = ? AND config_id = ?",
+                                [sweep_id, comp.best])["name"][0]
+        if config_id == comp.best:
+            return GateDecision(True, f"first promotion: {name} is the best config of sweep {sweep_id} on {primary} "
+                                f"({cand_mean:.4f})", primary, cand_mean, best_name, best.mean)
+        pair = comp.pair(config_id, comp.best)
+        if config_id in comp.tied_with_best:
+            return GateDecision(True, f"first promotion: {name} ({primary} {cand_mean:.4f}) is tied with the best "
+                                f"config {best_name} ({best.mean:.4f}): Holm-adjusted p = {_fmt_p(pair.p_adjusted)}"
+                                f" >= {alpha:g} over {pair.n} paired queries", primary, cand_mean, best_name,
+                                best.mean, pair.mean_diff, pair.n, pair.p_adjusted)
+        return GateDecision(False, f"first promotion needs the best config of the sweep or one tied with it: {name} "
+                            f"has {primary} {cand_mean:.4f}, significantly below the best {best_name} "
+                            f"({best.mean:.4f}); mean difference {pair.mean_diff:+.4f} over {pair.n} paired queries, "
+                            f"Holm-adjusted p-value = {_fmt_p(pair.p_adjusted)} < {alpha:g}", primary, cand_mean,
+                            best_name, best.mean, pair.mean_diff, pair.n, pair.p_adjusted)
+
+    if live.config_id == config_id and live.dataset_fingerprint == fp:
+        return GateDecision(False, f"{name} is already in production (promoted {live.promoted_at:%Y-%m-%d %H:%M} "
+                            f"from sweep {live.sweep_id})", primary, cand_mean, live.name)
+    # production's per-query values on this very data: from this sweep if it ran it, else the newest sweep that did
+    found = store.query(
+        "SELECT c.sweep_id FROM configs c JOIN sweeps s USING (sweep_id) WHERE c.config_id = ? AND "
+        "c.status = 'finished' AND s.dataset_fingerprint = ? ORDER BY (c.sweep_id = ?) DESC, s.started_at DESC "
+        "LIMIT 1", [live.config_id, fp, sweep_id])
+    if found.is_empty():
+        return GateDecision(False, f"no evidence: the production config {live.name} ({live.config_id}) was never "
+                            f"evaluated on dataset {fp} of sweep {sweep_id} (it was promoted on "
+                            f"{live.dataset_fingerprint}); run a sweep on this dataset that includes it",
+                            primary, cand_mean, live.name)
+    base_sweep = found["sweep_id"][0]
+    base = _values(store, base_sweep, live.config_id, primary)
+    paired = cand.join(base, on="query_id", how="inner", suffix="_prod").sort("query_id")
+    a, b = paired["value"].to_numpy(), paired["value_prod"].to_numpy()
+    rand = paired_randomization_test(a, b, n_resamples=n_resamples, seed=seed)
+    t = paired_t_test(a, b)
+    keep = ~(np.isnan(a) | np.isnan(b))
+    base_mean = float(b[keep].mean()) if keep.any() else math.nan
+    cand_paired = float(a[keep].mean()) if keep.any() else math.nan
+    where = "this sweep" if base_sweep == sweep_id else f"sweep {base_sweep}"
+    facts = (f"{name} vs production {live.name} on {primary} over {rand.n} paired queries of dataset {fp} "
+             f"(production values from {where}): {cand_paired:.4f} vs {base_mean:.4f}, mean difference "
+             f"{rand.mean_diff:+.4f}; paired randomization p-value = {_fmt_p(rand.p_value)} (t-test p-value = "
+             f"{_fmt_p(t.p_value)})")
+    ok = rand.n > 0 and rand.mean_diff > 0 and rand.p_value < alpha
+    verdict = (f"significantly better (p < {alpha:g})" if ok else
+               f"not significantly better: promotion needs a positive difference with p < {alpha:g}")
+    return GateDecision(ok, f"{facts}: {verdict}", primary, cand_mean, live.name, base_mean, rand.mean_diff, rand.n,
+                        rand.p_value, t.p_value)
+
+
+# ---------------------------------------------------------------- aliases
+def edge_aliases_path(home: Path) -> Path:
+    return Path(home) / "qdrant-edge" / "aliases.json"
+
+
+def collection_alias(home: Path, alias: str = ALIAS) -> str | None:
+    """The collection ``alias`` points at (Qdrant server when ``RAGBENCH_QDRANT_URL`` is set, else Edge)."""
+    url = os.environ.get("RAGBENCH_QDRANT_URL")
+    if url:
+        from ragbench.index.qdrant import ClientIndex
+
+        idx = ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
+        try:
+            return next((a.collection_name for a in idx.client.get_aliases().aliases if a.alias_name == alias),
+                        None)
+        finally:
+            idx.close()
+    path = edge_aliases_path(home)
+    try:
+        return json.loads(path.read_text()).get(alias)
+    except FileNotFoundError:
+        return None
+
+
+def set_collection_alias(home: Path, collection: str | None, alias: str = ALIAS) -> None:
+    """Point ``alias`` at ``collection`` atomically (None removes the alias)."""
+    url = os.environ.get("RAGBENCH_QDRANT_URL")
+    if url:
+        from qdrant_client import models
+
+        from ragbench.index.qdrant import ClientIndex
+
+        idx = ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
+        try:
+            ops = []
+            if any(a.alias_name == alias for a in idx.client.get_aliases().aliases):
+                ops.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
+            if collection:
+                ops.append(models.CreateAliasOperation(create_alias=models.CreateAlias(
+                    collection_name=collection, alias_name=alias)))
+            if ops:  # one request: readers see the old or the new target, never none
+                idx.client.update_collection_aliases(change_aliases_operations=ops)
+        finally:
+            idx.close()
+        return
+    path = edge_aliases_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        aliases = json.loads(path.read_text())
+    except FileNotFoundError:
+        aliases = {}
+    if collection:
+        if not (path.parent / collection).is_dir():
+            raise RagbenchError(f"Qdrant Edge collection {collection} does not exist under {path.parent}")
+        aliases[alias] = collection
+    else:
+        aliases.pop(alias, None)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".aliases.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(aliases, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- MLflow
+@contextmanager
+def _mlflow_at(uri: str):
+    """Point the fluent MLflow API (which ``pyfunc.log_model`` uses) at ``uri``.
+
+    It is left pointing there afterwards: restoring MLflow's implicit default made later explicit-URI clients read
+    the default store in MLflow 3.17 (registered models then appear missing).
+    """
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    yield mlflow
+
+
+def _register_model(home: Path, payload: dict, decision: GateDecision | None, *, model_name: str, tags: dict) -> str:
+    """Log the pyfunc retriever and register it as a new version of ``model_name``; returns the version."""
+    from mlflow.tracking import MlflowClient
+
+    from ragbench.promotion.serving import CONFIG_ARTIFACT, RetrieverModel
+    from ragbench.results.tracking import default_tracking_uri
+
+    uri = default_tracking_uri(home)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    exp = client.get_experiment_by_name(PROMOTIONS_EXPERIMENT)
+    exp_id = exp.experiment_id if exp else client.create_experiment(
+        PROMOTIONS_EXPERIMENT, artifact_location=(Path(home) / "mlartifacts").resolve().as_uri()
+        if uri.startswith("sqlite") else None)
+    with tempfile.TemporaryDirectory() as tmp, _mlflow_at(uri) as mlflow:
+        cfg_path = Path(tmp) / f"{CONFIG_ARTIFACT}.json"
+        cfg_path.write_text(json.dumps(payload, indent=2, sort_keys=True))
+        with mlflow.start_run(experiment_id=exp_id, run_name=f"promote {payload['name']}"[:250],
+                              tags={k: str(v)[:5000] for k, v in tags.items()}) as run:
+            metrics = {"primary_value": decision.candidate_mean} if decision else {}
+            if decision and decision.p_value is not None and not math.isnan(decision.p_value):
+                metrics["p_value"] = decision.p_value
+            mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})
+            info = mlflow.pyfunc.log_model(
+                name="retriever", python_model=RetrieverModel(), artifacts={CONFIG_ARTIFACT: str(cfg_path)},
+                registered_model_name=model_name,
+                pip_requirements=["mlflow", "ragbench"])  # explicit: inferring them would load the model
+            log.info("MLflow: promotion run %s", run.info.run_id)
+    version = info.registered_model_version
+    if version is None:  # older MLflow: look the version up by run
+        found = client.search_model_versions(f"name = '{model_name}' and run_id = '{run.info.run_id}'")
+        version = max(int(v.version) for v in found)
+    return str(version)
+
+
+def _set_model_alias(home: Path, model_name: str, version: str | None, alias: str = ALIAS) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from ragbench.results.tracking import default_tracking_uri
+
+    uri = default_tracking_uri(home)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    if version is None:
+        try:
+            client.delete_registered_model_alias(model_name, alias)
+        except Exception:  # no alias to delete
+            pass
+    else:
+        client.set_registered_model_alias(model_name, alias, str(version))
+
+
+# ---------------------------------------------------------------- promote / rollback
+def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | None = None, alpha: float = 0.05,
+            force: bool = False, reason: str | None = None, who: str | None = None, home: Path | None = None,
+            model_name: str = MODEL_NAME) -> Promotion:
+    """Promote a config of a sweep to production if the gate allows it (or ``force`` with a ``reason``).
+
+    Parameters
+    ----------
+    sweep_id : str
+        A sweep id, a unique prefix, or ``latest``.
+    config : str
+        Config id, unique id prefix, or exact name within the sweep.
+    primary : str, optional
+        Measure the gate compares (default: the sweep's primary measure).
+    alpha : float
+        Significance level of the gate.
+    force, reason : bool, str
+        Promote despite the gate; ``reason`` is required and recorded.
+    who : str, optional
+        Recorded as the promoter (default: the OS user).
+    home : Path, optional
+        The ragbench home (default: the store's folder): MLflow store, collections, cache.
+
+    Raises
+    ------
+    PromotionRefused
+        The gate refused; the message has the evidence.
+    """
+    from ragbench.promotion.serving import config_collection, model_payload
+
+    if force and not (reason and reason.strip()):
+        raise RagbenchError("--force needs --reason TEXT: say why the gate is overridden (it is recorded)")
+    home = Path(home) if home else store.path.parent
+    sweep_id = resolve_sweep_id(store, sweep_id)
+    config_id = resolve_config_id(store, sweep_id, config)
+    decision = check_gate(store, sweep_id, config_id, primary=primary, alpha=alpha)
+    if not decision.allowed and not force:
+        raise PromotionRefused(f"promotion refused: {decision.evidence}. To promote anyway: --force --reason TEXT")
+    if not decision.allowed:
+        log.warning("gate overridden (%s): %s", reason, decision.evidence)
+
+    sweep = store.sweep(sweep_id)
+    row = store.query("SELECT name, spec_json FROM configs WHERE sweep_id = ? AND config_id = ?",
+                      [sweep_id, config_id]).row(0, named=True)
+    spec = json.loads(row["spec_json"])
+    fp = sweep["dataset_fingerprint"]
+    collection = config_collection(spec, fp)
+    dataset_spec = json.loads(sweep["spec_json"]).get("dataset")
+    who = who or _user()
+    previous = production(store)
+
+    payload = model_payload(spec, fp, home, dataset_spec, name=row["name"], sweep_id=sweep_id, config_id=config_id)
+    version = _register_model(home, payload, decision, model_name=model_name, tags={
+        "ragbench.kind": "promotion", "ragbench.sweep_id": sweep_id, "ragbench.config_id": config_id,
+        "ragbench.dataset_fingerprint": fp, "ragbench.forced": force, "ragbench.who": who,
+        "ragbench.reason": reason or "", "ragbench.evidence": decision.evidence})
+    prev_target = collection_alias(home)
+    _set_model_alias(home, model_name, version)
+    try:
+        set_collection_alias(home, collection)
+        now = datetime.now(timezone.utc)
+        with store.connect() as con:
+            con.execute(PROMOTIONS_DDL)
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("UPDATE promotions SET active = false WHERE active")
+                con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
+                            "?)",
+                            [now, sweep_id, config_id, row["name"], json.dumps(spec, sort_keys=True), fp,
+                             decision.primary, decision.candidate_mean, decision.p_value, force and not
+                             decision.allowed, reason, who, version, collection, model_name, decision.evidence])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+    except BaseException:
+        # put the aliases back where they were: production is the previous record, or nothing
+        _set_model_alias(home, model_name, previous.mlflow_model_version if previous else None)
+        try:
+            set_collection_alias(home, prev_target)
+        except Exception as e:  # pragma: no cover - best effort
+            log.error("could not restore the Qdrant alias to %s: %s", prev_target, e)
+        raise
+    log.info("promoted %s (sweep %s) as %s version %s; Qdrant alias %s -> %s", row["name"], sweep_id, model_name,
+             version, ALIAS, collection or "(none: BM25)")
+    return production(store)
+
+
+def rollback(store: ResultStore, *, home: Path | None = None) -> Promotion:
+    """Restore the promotion before the live one (MLflow alias, Qdrant alias, DuckDB record); returns it.
+
+    Raises
+    ------
+    PromotionRefused
+        Nothing is in production, or the live promotion is the first one (nothing to go back to).
+    """
+    home = Path(home) if home else store.path.parent
+    live = production(store)
+    if live is None:
+        raise PromotionRefused("nothing is in production: no promotion to roll back")
+    earlier = _rows(store, "WHERE promoted_at < ? AND rolled_back_at IS NULL AND NOT active", [live.promoted_at])
+    if not earlier:
+        raise PromotionRefused(f"no previous promotion to roll back to: {live.name} (promoted "
+                               f"{live.promoted_at:%Y-%m-%d %H:%M}) is the first one still standing")
+    prev = earlier[0]
+    _set_model_alias(home, prev.model_name, prev.mlflow_model_version)
+    try:
+        set_collection_alias(home, prev.collection)
+        with store.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("UPDATE promotions SET active = false, rolled_back_at = ? WHERE active",
+                            [datetime.now(timezone.utc)])
+                con.execute("UPDATE promotions SET active = true WHERE promoted_at = ? AND config_id = ?",
+                            [prev.promoted_at, prev.config_id])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+    except BaseException:
+        _set_model_alias(home, live.model_name, live.mlflow_model_version)
+        set_collection_alias(home, live.collection)
+        raise
+    log.info("rolled back %s; production is %s again (%s version %s)", live.name, prev.name, prev.model_name,
+             prev.mlflow_model_version)
+    return production(store)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return os.environ.get("USER", "unknown")

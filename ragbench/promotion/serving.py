@@ -1,0 +1,274 @@
+"""Serving: a stored configuration answering new queries, the same way the sweep evaluated it.
+
+A configuration is the ``spec`` dict stored in ``configs.spec_json`` (chunker, embedder, retriever, index). Its
+chunks come from the content-addressed chunk cache (key = dataset fingerprint + chunker spec, as in
+:func:`ragbench.sweep.orchestrator.chunk_stage`); a dense configuration searches the Qdrant collection the sweep built
+(:func:`ragbench.index.qdrant.collection_name`), a BM25 configuration rebuilds its bm25s index over the cached chunks.
+Nothing is re-embedded but the queries, and those go through the vector cache as well.
+
+:class:`RetrieverModel` wraps the retriever as an ``mlflow.pyfunc.PythonModel`` so that a promoted config is a
+loadable model (``mlflow.pyfunc.load_model("models:/ragbench-retriever@production")``), not a label.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promotion/explain load serving lazily
+from pydantic import TypeAdapter
+
+from ragbench.core.cache import ChunkCache, VectorCache
+from ragbench.config.sweep import ChunkerSpec, DatasetSpec, EmbedderSpec, IndexSpec, RetrieverSpec, RunConfig
+from ragbench.core.errors import RagbenchError
+
+#: Columns of :meth:`ProductionRetriever.search`: one row per (query, rank), best first.
+RESULT_SCHEMA = {"query_index": pl.Int64, "query": pl.String, "rank": pl.Int32, "chunk_id": pl.String,
+                 "doc_id": pl.String, "score": pl.Float64, "text": pl.String}
+
+_CHUNKER = TypeAdapter(ChunkerSpec)
+_RETRIEVER = TypeAdapter(RetrieverSpec)
+
+
+@dataclass(frozen=True)
+class ParsedConfig:
+    """A stored config spec validated back into the pydantic specs the pipeline uses."""
+
+    chunker: Any
+    embedder: EmbedderSpec | None
+    retriever: Any
+    index: IndexSpec | None
+
+
+def parse_config(spec: dict) -> ParsedConfig:
+    """Validate a ``configs.spec_json`` dict; the error names the part that is wrong."""
+    if not isinstance(spec, dict) or not {"chunker", "retriever"} <= spec.keys():
+        raise RagbenchError(f"not a ragbench config spec (needs 'chunker' and 'retriever'): {spec!r:.200}")
+    try:
+        chunker = _CHUNKER.validate_python(spec["chunker"])
+        retriever = _RETRIEVER.validate_python(spec["retriever"])
+        embedder = EmbedderSpec.model_validate(spec["embedder"]) if spec.get("embedder") else None
+        index = IndexSpec.model_validate(spec["index"]) if spec.get("index") else None
+    except Exception as e:  # pydantic ValidationError: say which spec it was
+        raise RagbenchError(f"invalid stored config spec: {e}") from None
+    if retriever.kind in ("dense", "hybrid") and (embedder is None or index is None):
+        raise RagbenchError(f"a {retriever.kind} config spec needs 'embedder' and 'index'")
+    return ParsedConfig(chunker, embedder, retriever, index)
+
+
+def config_collection(spec: dict, dataset_fingerprint: str, sparse: bool = False) -> str | None:
+    """The Qdrant collection a dense or hybrid config searches (as named by the sweep's index stage; ``sparse``:
+    the one with Qdrant-BM25 vectors that ``engine: qdrant`` hybrids use); None for BM25."""
+    from ragbench.embedding.embed import model_key
+    from ragbench.index.qdrant import collection_name
+    from ragbench.sweep.orchestrator import PAYLOAD_VERSION
+
+    p = parse_config(spec)
+    if p.embedder is None:
+        return None
+    return collection_name(dataset_fingerprint, p.chunker.spec_id, model_key(p.embedder),
+                           p.embedder.document_prompt, p.index,
+                           payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))
+
+
+def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dict | None = None) -> pl.DataFrame:
+    """The config's chunk table from the chunk cache; rebuilt from ``dataset_spec`` when the cache lacks it.
+
+    Raises
+    ------
+    RagbenchError
+        Chunks are not cached and no dataset spec was given, or the dataset changed since (fingerprint differs).
+    """
+    from ragbench.chunking.base import chunk_corpus
+
+    cache = ChunkCache(Path(home) / "cache")
+    key = ChunkCache.key(dataset_fingerprint, chunker.canonical())
+
+    def build() -> pl.DataFrame:
+        if dataset_spec is None:
+            raise RagbenchError(f"chunks of dataset {dataset_fingerprint} are not in the cache under {home} and no "
+                                "dataset spec was given to rebuild them")
+        ds = load_dataset_checked(dataset_spec, dataset_fingerprint)
+        return chunk_corpus(ds, chunker)
+
+    chunks, _ = cache.get_or_build(key, build)
+    return chunks
+
+
+def load_dataset_checked(dataset_spec: dict, dataset_fingerprint: str):
+    """Load the dataset a sweep used and refuse it if its files changed since (the fingerprint differs)."""
+    from ragbench.data.dataset import load_dataset
+
+    ds = load_dataset(DatasetSpec.model_validate(dataset_spec))
+    if ds.fingerprint != dataset_fingerprint:
+        raise RagbenchError(f"the dataset at {dataset_spec.get('path')} changed since the sweep: fingerprint "
+                            f"{ds.fingerprint} != {dataset_fingerprint}; rerun the sweep on the current data")
+    return ds
+
+
+class ProductionRetriever:
+    """Answers queries with one stored configuration, through the same pipeline the sweep evaluated
+    (:func:`ragbench.retrieval.pipeline.retrieve`: first stage, fusion, rerank, small-to-big, filter). Build with
+    :meth:`from_config`."""
+
+    def __init__(self, spec: dict, dataset_fingerprint: str, home: Path, chunks: pl.DataFrame,
+                 parsed: ParsedConfig, collection: str | None, corpus: pl.DataFrame):
+        from ragbench.retrieval.pipeline import RetrievalResources
+
+        self.spec = spec
+        self.dataset_fingerprint = dataset_fingerprint
+        self.home = Path(home)
+        self.chunks = chunks
+        self.parsed = parsed
+        self.collection = collection
+        self.corpus = corpus
+        self.config = RunConfig(parsed.chunker, parsed.embedder, parsed.retriever, parsed.index)
+        self._index = None
+        self._resources = RetrievalResources(chunks, vector_cache=VectorCache(self.home / "cache"))
+
+    @classmethod
+    def from_config(cls, spec: dict, dataset_fingerprint: str, home: Path,
+                    dataset_spec: dict | None = None) -> "ProductionRetriever":
+        """Load a config as stored in ``configs.spec_json``, for the dataset it was evaluated on.
+
+        Parameters
+        ----------
+        spec : dict
+            The stored config spec.
+        dataset_fingerprint : str
+            Fingerprint of the dataset (``configs.dataset_fingerprint``): keys the chunk cache and the collection.
+        home : Path
+            The ragbench home holding the cache and the embedded Qdrant collections.
+        dataset_spec : dict, optional
+            ``sweeps.spec_json["dataset"]``: lets the chunks be rebuilt if the cache was cleared, and gives the
+            document metadata that metadata filters and small-to-big parents need.
+        """
+        parsed = parse_config(spec)
+        chunks = load_chunks(parsed.chunker, dataset_fingerprint, home, dataset_spec)
+        r = parsed.retriever
+        if (r.filter or r.parents) and dataset_spec is None:
+            raise RagbenchError("this config filters on metadata or returns parents: it needs the dataset spec")
+        corpus = (load_dataset_checked(dataset_spec, dataset_fingerprint).corpus if (r.filter or r.parents)
+                  else chunks.select("doc_id").unique().with_columns(title=pl.lit(""), text=pl.lit(""),
+                                                                      metadata=pl.lit("{}")))
+        collection = config_collection(spec, dataset_fingerprint)
+        self = cls(spec, dataset_fingerprint, home, chunks, parsed, collection, corpus)
+        if collection is not None:
+            from ragbench.index.qdrant import open_index
+
+            self._index = open_index(self.home)
+            if self._index.meta(collection) is None:
+                raise RagbenchError(f"Qdrant collection {collection} of this config does not exist (or is "
+                                    f"incomplete) under {self.home}; rerun the sweep that built it")
+            self._resources.index, self._resources.collection = self._index, collection
+            if getattr(r, "engine", "library") == "qdrant":
+                self._resources.hybrid_collection = config_collection(spec, dataset_fingerprint, sparse=True)
+        return self
+
+    @property
+    def depth(self) -> int:
+        return int(self.parsed.retriever.depth)
+
+    def search(self, queries: list[str], k: int | None = None) -> pl.DataFrame:
+        """Top ``k`` chunks (default: the config's retrieval depth) for each query, as :data:`RESULT_SCHEMA`."""
+        from ragbench.data.dataset import QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA, Dataset
+        from ragbench.retrieval.pipeline import retrieve
+
+        if isinstance(queries, str):
+            queries = [queries]
+        queries = [str(q) for q in queries]
+        if not queries:
+            return pl.DataFrame(schema=RESULT_SCHEMA)
+        k = int(k or self.depth)
+        if k <= 0:
+            raise RagbenchError(f"k must be positive, got {k}")
+        qids = [str(i) for i in range(len(queries))]
+        asked = Dataset("queries", self.corpus,
+                        pl.DataFrame({"query_id": qids, "text": queries, "query_class": [None] * len(qids),
+                                      "answers": [[]] * len(qids)}, schema=QUERY_SCHEMA),
+                        pl.DataFrame(schema=QRELS_SCHEMA), pl.DataFrame(schema=SPANS_SCHEMA), self.dataset_fingerprint)
+        if self.parsed.embedder is not None:
+            from ragbench.embedding.embed import embed_texts
+
+            self._resources.query_vectors, _ = embed_texts(queries, self.parsed.embedder, "query",
+                                                           self._resources.vector_cache)
+        out = retrieve(self.config, asked, self._resources)
+        texts = out.judged_chunks.select("chunk_id", "text")
+        named = pl.DataFrame({"query_index": range(len(queries)), "query": queries},
+                             schema={"query_index": pl.Int64, "query": pl.String})
+        return (out.run.filter(pl.col("rank") <= k).join(texts, on="chunk_id", how="left")
+                .with_columns(pl.col("query_id").cast(pl.Int64).alias("query_index"))
+                .join(named, on="query_index", how="left")
+                .sort(["query_index", "rank"])
+                .select(list(RESULT_SCHEMA))
+                .cast(RESULT_SCHEMA))
+
+    def search_documents(self, queries: list[str], k: int = 10) -> pl.DataFrame:
+        """Top ``k`` *documents* per query: a document ranks where its best chunk ranks (as the sweep judges).
+
+        Searches the config's full depth of chunks, keeps each document's first chunk, then cuts at ``k``.
+        """
+        chunks = self.search(queries, max(k, self.depth))
+        return (chunks.unique(subset=["query_index", "doc_id"], keep="first", maintain_order=True)
+                .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("query_index").alias("rank"))
+                .filter(pl.col("rank") <= k))
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+
+# ---------------------------------------------------------------- MLflow pyfunc
+CONFIG_ARTIFACT = "ragbench_config"
+
+
+def model_payload(spec: dict, dataset_fingerprint: str, home: Path, dataset_spec: dict | None, *,
+                  name: str, sweep_id: str, config_id: str, top_k: int = 10) -> dict:
+    """What the registered model carries as its ``ragbench_config.json`` artifact."""
+    return {"spec": spec, "dataset_fingerprint": dataset_fingerprint, "home": str(Path(home).resolve()),
+            "dataset": dataset_spec, "name": name, "sweep_id": sweep_id, "config_id": config_id, "top_k": top_k}
+
+
+class RetrieverModel(_PythonModel):
+    """``mlflow.pyfunc`` wrapper: ``predict`` answers queries with the registered configuration.
+
+    Input: a pandas DataFrame with a ``query`` column, a list of strings, or one string. Output: a pandas
+    DataFrame with one row per (query, document rank): ``query_index, query, rank, doc_id, chunk_id, score, text``;
+    ``top_k`` documents per query (stored with the model, default 10). ``RAGBENCH_SERVING_HOME`` overrides the
+    home recorded at promotion time (the cache and collections must be there).
+    """
+
+    # Inputs are validated in ``predict`` (a DataFrame with a ``query`` column, or strings); this tells MLflow not to
+    # wrap ``predict`` for type-hint validation (and not to warn at import that it has no type hints).
+    _skip_type_hint_validation = True
+
+    def load_context(self, context) -> None:
+        import os
+
+        payload = json.loads(Path(context.artifacts[CONFIG_ARTIFACT]).read_text())
+        self.payload = payload
+        home = Path(os.environ.get("RAGBENCH_SERVING_HOME") or payload["home"])
+        self.retriever = ProductionRetriever.from_config(payload["spec"], payload["dataset_fingerprint"], home,
+                                                         payload.get("dataset"))
+
+    def predict(self, context, model_input, params: dict | None = None):
+        import pandas as pd
+
+        if isinstance(model_input, str):
+            queries = [model_input]
+        elif isinstance(model_input, pd.DataFrame):
+            if "query" not in model_input.columns:
+                raise RagbenchError(f"input DataFrame needs a 'query' column, got {list(model_input.columns)}")
+            queries = model_input["query"].astype(str).tolist()
+        elif isinstance(model_input, (list, tuple)):
+            queries = [str(q) for q in model_input]
+        else:
+            raise RagbenchError(f"input must be a DataFrame with a 'query' column or a list of strings, got "
+                                f"{type(model_input).__name__}")
+        k = int((params or {}).get("k", self.payload.get("top_k", 10)))
+        out = self.retriever.search_documents(queries, k)
+        return out.select("query_index", "query", "rank", "doc_id", "chunk_id", "score", "text").to_pandas()

@@ -1,0 +1,573 @@
+"""Sweep reports: which config won, by how much, how sure we are, and where it wins.
+
+Everything is computed from the DuckDB store (``query_metrics`` holds one value per query, config and measure), so a
+report can be written at any time after a sweep, by another process:
+
+* per config and measure: the mean with a percentile-bootstrap 95 % CI (:func:`ragbench.evaluation.stats.bootstrap_ci`);
+* paired tests of every pair of configs on the same queries (:func:`ragbench.evaluation.stats.compare_configs`: randomization
+  test by default, Holm correction over all pairs of the grid), the set "tied with the best" (Holm-adjusted
+  p >= alpha against the best) and win/tie/loss counts against the best;
+* recall@k curves per config, the primary measure per query class, and chunk statistics (table ``chunk_stats`` when
+  the sweep wrote one).
+
+:func:`write_html_report` writes one self-contained HTML file (plots embedded as base64 PNG data URIs, also saved as
+PNG files next to it) and logs them as artifacts of the sweep's MLflow parent run.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+from rich.table import Table
+
+from ragbench.core.errors import RagbenchError
+from ragbench.core.progress import log
+from ragbench.evaluation.stats import Comparison, compare_configs
+from ragbench.results.store import ResultStore
+
+#: Measures shown next to the primary one in leaderboards (when the sweep computed them).
+LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")
+
+
+# ---------------------------------------------------------------- the data
+@dataclass(frozen=True)
+class SweepReport:
+    """Everything a report shows, as tables.
+
+    Attributes
+    ----------
+    configs : polars.DataFrame
+        One row per config of the sweep: ``config_id, name, status, error, n_queries, n_unlabelled,
+        retrieval_ms_per_query, mlflow_run_id``.
+    summary : polars.DataFrame
+        One row per finished config and measure: ``config_id, name, measure, mean, ci_low, ci_high, n, is_best,
+        tied_with_best, p_vs_best`` (Holm-adjusted p-value of the paired test against that measure's best; NaN
+        for the best itself), ``worse_than_best`` (significantly), ``wins, ties, losses`` (per query, against the
+        best).
+    comparisons : dict
+        Measure -> :class:`ragbench.evaluation.stats.Comparison` (all pairs).
+    recall_curves : polars.DataFrame
+        ``config_id, name, k, recall`` (mean recall@k over labelled queries) for every recall cutoff stored.
+    per_class : polars.DataFrame
+        ``config_id, name, query_class, n, mean`` of the primary measure (unlabelled queries excluded).
+    chunk_stats : polars.DataFrame or None
+        ``config_id, name, stat, value`` when the store has a ``chunk_stats`` table with rows for this sweep.
+    """
+
+    sweep_id: str
+    sweep_name: str
+    dataset_name: str
+    dataset_fingerprint: str
+    status: str
+    primary: str
+    measures: tuple[str, ...]
+    test: str
+    alpha: float
+    configs: pl.DataFrame
+    summary: pl.DataFrame
+    comparisons: dict[str, Comparison]
+    recall_curves: pl.DataFrame
+    per_class: pl.DataFrame
+    chunk_stats: pl.DataFrame | None
+    mlflow_run_id: str | None
+
+    @property
+    def best(self) -> str:
+        """config_id of the best config on the primary measure."""
+        return self.comparisons[self.primary].best
+
+    def name_of(self, config_id: str) -> str:
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        return row["name"][0] if row.height else config_id
+
+    def leaderboard(self) -> pl.DataFrame:
+        """Finished configs sorted by the primary measure (best first), one row each, primary columns only."""
+        return (self.summary.filter(pl.col("measure") == self.primary)
+                .sort(["mean", "config_id"], descending=[True, False], nulls_last=True))
+
+    @property
+    def headline(self) -> str:
+        """``"<config> wins on <primary>: 0.xxx [lo, hi]; tied with: ...; significantly better than N of M"``."""
+        board = self.leaderboard()
+        best = board.filter(pl.col("config_id") == self.best).row(0, named=True)
+        tied = [self.name_of(c) for c in self.comparisons[self.primary].tied_with_best if c != self.best]
+        others = board.filter(pl.col("config_id") != self.best)
+        beaten = int(others["worse_than_best"].sum()) if others.height else 0
+        if len(tied) > 3:  # a long list reads as noise: name the closest runners-up, count the rest
+            tied_text = f"{', '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
+        else:
+            tied_text = ", ".join(tied) if tied else "none"
+        return (f"{best['name']} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
+                f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
+                f"{others.height}")
+
+
+def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
+    """``latest`` or a sweep id (a unique prefix is accepted); the error lists recent sweeps."""
+    if sweep == "latest":
+        sid = store.latest_sweep_id()
+        if sid is None:
+            raise RagbenchError(f"no sweeps in {store.path}; run `ragbench sweep CONFIG` first")
+        return sid
+    if store.sweep(sweep):
+        return sweep
+    found = store.query("SELECT sweep_id FROM sweeps WHERE starts_with(sweep_id, ?) ORDER BY started_at DESC",
+                        [sweep])["sweep_id"].to_list()
+    if len(found) == 1:
+        return found[0]
+    recent = store.query("SELECT sweep_id FROM sweeps ORDER BY started_at DESC LIMIT 5")["sweep_id"].to_list()
+    what = "is ambiguous" if found else "not found"
+    raise RagbenchError(f"sweep {sweep!r} {what} in {store.path}; recent sweeps: {', '.join(recent) or 'none'}")
+
+
+def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
+    """A config of the sweep by id, exact name, unique id prefix or unique name substring (case-insensitive); the
+    error lists the sweep's configs."""
+    rows = store.query("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sweep_id])
+    exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config))
+    if exact.height == 1:
+        return exact["config_id"][0]
+    prefix = rows.filter(pl.col("config_id").str.starts_with(config))
+    if prefix.height == 1 and not exact.height:
+        return prefix["config_id"][0]
+    part = rows.filter(pl.col("name").str.to_lowercase().str.contains(config.lower(), literal=True))
+    if part.height == 1 and not (exact.height or prefix.height):
+        return part["config_id"][0]
+    prefix = prefix if prefix.height else part
+    listing = "; ".join(f"{c} ({n})" for c, n in rows.iter_rows())
+    what = "is ambiguous" if (exact.height or prefix.height) else "not found"
+    raise RagbenchError(f"config {config!r} {what} in sweep {sweep_id}; its configs: {listing or 'none'}")
+
+
+def sweep_primary(store: ResultStore, sweep_id: str) -> str:
+    """The sweep's configured primary measure (``metrics.primary`` of its spec), default ``ndcg@10``."""
+    import json
+
+    row = store.sweep(sweep_id) or {}
+    try:
+        return json.loads(row.get("spec_json") or "{}").get("metrics", {}).get("primary") or "ndcg@10"
+    except ValueError:
+        return "ndcg@10"
+
+
+def per_query_values(store: ResultStore, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
+    """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs."""
+    sql = ("SELECT q.config_id, q.query_id, q.query_class, q.measure, q.value FROM query_metrics q JOIN configs c "
+           "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND c.status = 'finished'")
+    df = store.query(sql, [sweep_id])
+    if measures is not None:
+        df = df.filter(pl.col("measure").is_in(measures))
+    return df
+
+
+def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = None,
+                 measures: tuple[str, ...] | None = None, test: str = "randomization", alpha: float = 0.05,
+                 n_resamples: int = 10_000, seed: int = 0) -> SweepReport:
+    """Compute every table of a sweep's report (see :class:`SweepReport`).
+
+    Statistics are computed for ``measures`` (default: the primary measure plus :data:`LEADERBOARD_MEASURES`
+    present in the sweep); failed configs are listed but excluded from the statistics.
+    """
+    sweep = store.sweep(sweep_id)
+    if sweep is None:
+        raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
+    primary = primary or sweep_primary(store, sweep_id)
+    configs = store.query("SELECT config_id, name, status, error, n_queries, n_unlabelled, retrieval_ms_per_query, "
+                          "mlflow_run_id FROM configs WHERE sweep_id = ? ORDER BY name", [sweep_id])
+    pq = per_query_values(store, sweep_id)
+    if pq.is_empty():
+        raise RagbenchError(f"sweep {sweep_id} has no finished config with results"
+                            + (f" ({configs.height} failed)" if configs.height else ""))
+    available = set(pq["measure"].unique().to_list())
+    if primary not in available:
+        raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
+                            f"{', '.join(sorted(available))}")
+    if measures is None:
+        measures = (primary, *[m for m in LEADERBOARD_MEASURES if m != primary and m in available])
+    unknown = [m for m in measures if m not in available]
+    if unknown:
+        raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
+                            f"{', '.join(sorted(available))}")
+    names = dict(configs.select("config_id", "name").iter_rows())
+
+    comparisons: dict[str, Comparison] = {}
+    rows = []
+    for m in measures:
+        comp = compare_configs(pq, m, test=test, alpha=alpha, n_resamples=n_resamples, seed=seed)
+        comparisons[m] = comp
+        tied = set(comp.tied_with_best)
+        for s in comp.configs:
+            vs = comp.pair(s.config_id, comp.best) if s.config_id != comp.best else None
+            rows.append({
+                "config_id": s.config_id, "name": names.get(s.config_id, s.config_id), "measure": m,
+                "mean": s.mean, "ci_low": s.ci.low, "ci_high": s.ci.high, "n": s.n,
+                "is_best": s.config_id == comp.best, "tied_with_best": s.config_id in tied,
+                "p_vs_best": vs.p_adjusted if vs else math.nan,
+                "worse_than_best": bool(vs and vs.significant and vs.mean_diff < 0),
+                "wins": vs.wins if vs else 0, "ties": vs.ties if vs else 0, "losses": vs.losses if vs else 0})
+    summary = pl.DataFrame(rows, schema={
+        "config_id": pl.String, "name": pl.String, "measure": pl.String, "mean": pl.Float64, "ci_low": pl.Float64,
+        "ci_high": pl.Float64, "n": pl.Int64, "is_best": pl.Boolean, "tied_with_best": pl.Boolean,
+        "p_vs_best": pl.Float64, "worse_than_best": pl.Boolean, "wins": pl.Int64, "ties": pl.Int64,
+        "losses": pl.Int64})
+
+    return SweepReport(
+        sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
+        dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
+        measures=tuple(measures), test=test, alpha=alpha, configs=configs, summary=summary,
+        comparisons=comparisons, recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
+        chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"))
+
+
+def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
+    rec = pq.filter(pl.col("measure").str.contains(r"^recall@\d+$") & pl.col("value").is_not_nan())
+    return (rec.with_columns(pl.col("measure").str.extract(r"@(\d+)$").cast(pl.Int64).alias("k"))
+            .group_by("config_id", "k").agg(pl.col("value").mean().alias("recall"))
+            .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
+            .select("config_id", "name", "k", "recall").sort(["config_id", "k"]))
+
+
+def _per_class(pq: pl.DataFrame, primary: str, names: dict[str, str]) -> pl.DataFrame:
+    sub = pq.filter((pl.col("measure") == primary) & pl.col("value").is_not_nan())
+    return (sub.with_columns(pl.col("query_class").fill_null("(none)"))
+            .group_by("config_id", "query_class")
+            .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("value").mean().alias("mean"))
+            .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
+            .select("config_id", "name", "query_class", "n", "mean").sort(["query_class", "config_id"]))
+
+
+def _chunk_stats(store: ResultStore, sweep_id: str, names: dict[str, str]) -> pl.DataFrame | None:
+    exists = store.query("SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'chunk_stats'")
+    if not exists["n"][0]:
+        return None
+    df = store.query("SELECT config_id, stat, value FROM chunk_stats WHERE sweep_id = ?", [sweep_id])
+    if df.is_empty():
+        return None
+    return (df.with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
+            .select("config_id", "name", "stat", pl.col("value").cast(pl.Float64)))
+
+
+# ---------------------------------------------------------------- terminal
+def _fmt(v: float | None, digits: int = 4) -> str:
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _mark(row: dict) -> str:
+    """Significance mark against the measure's best: ★ best, ≈ tied (not distinguishable), ▼ significantly worse."""
+    if row["is_best"]:
+        return "★"
+    return "▼" if row["worse_than_best"] else "≈"
+
+
+def leaderboard_rich(report: SweepReport) -> Table:
+    """The leaderboard with bootstrap CIs and significance marks, best first; failed configs last."""
+    t = Table(title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
+              caption=f"{report.headline}\n★ best · ≈ tied with best · ▼ significantly worse than best "
+                      f"({report.test} test, Holm, α={report.alpha:g}); [95 % bootstrap CI]",
+              caption_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("config")
+    for m in report.measures:
+        t.add_column(m, justify="right", style="bold" if m == report.primary else None)
+    t.add_column(f"W/T/L vs best ({report.primary})", justify="right")
+    t.add_column("p vs best", justify="right")
+    t.add_column("ms/query", justify="right")
+    by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
+    cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
+    for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
+        cid = row["config_id"]
+        cells = []
+        for m in report.measures:
+            r = by.get((cid, m))
+            cells.append(f"{_mark(r)} {_fmt(r['mean'])} [{_fmt(r['ci_low'], 3)}, {_fmt(r['ci_high'], 3)}]" if r
+                         else "–")
+        wtl = "—" if row["is_best"] else f"{row['wins']}/{row['ties']}/{row['losses']}"
+        t.add_row(str(i), row["name"], *cells, wtl, _fmt(row["p_vs_best"], 4),
+                  _fmt(cfg.get(cid, {}).get("retrieval_ms_per_query"), 1))
+    for r in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
+        t.add_row("", f"[red]{r['name']}[/red]", f"[red]FAILED: {r['error']}[/red]",
+                  *[""] * (len(report.measures) + 2))
+    return t
+
+
+def comparison_rich(comp: Comparison, names: dict[str, str]) -> Table:
+    """All pairs of one measure: mean difference, raw and Holm-adjusted p-values, win/tie/loss."""
+    t = Table(title=f"{comp.measure}: paired {comp.test} test, Holm over {len(comp.pairs)} pairs, α={comp.alpha:g}",
+              caption=f"best: {names.get(comp.best, comp.best)}; tied with best: "
+                      f"{', '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}",
+              caption_justify="left")
+    for c in ("A", "B", "mean A−B", "p", "p (Holm)", "significant", "W/T/L (A vs B)", "queries"):
+        t.add_column(c, justify="left" if c in ("A", "B") else "right")
+    pairs = sorted(comp.pairs, key=lambda p: (p.p_adjusted if p.p_adjusted == p.p_adjusted else 2.0))
+    for p in pairs:
+        a, b, d = p.config_a, p.config_b, p.mean_diff
+        if d < 0:  # orient every row so that A is the better one: easier to read
+            p = comp.pair(b, a)
+            a, b, d = b, a, -d
+        t.add_row(names.get(a, a), names.get(b, b), f"{d:+.4f}", _fmt(p.p_value), _fmt(p.p_adjusted),
+                  "[green]yes[/green]" if p.significant else "no", f"{p.wins}/{p.ties}/{p.losses}", str(p.n))
+    return t
+
+
+# ---------------------------------------------------------------- plots
+def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: dict[str, Path] = {}
+    board = report.leaderboard()
+
+    # 1. primary measure with CIs, colour = significance against the best
+    n = board.height
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * n))
+    colours = ["#2e7d32" if r["is_best"] else ("#9e9e9e" if r["worse_than_best"] else "#1976d2")
+               for r in board.iter_rows(named=True)]
+    y = list(range(n))[::-1]
+    means = board["mean"].to_list()
+    err = [[m - lo for m, lo in zip(means, board["ci_low"].to_list())],
+           [hi - m for m, hi in zip(means, board["ci_high"].to_list())]]
+    ax.barh(y, means, xerr=err, color=colours, capsize=3)
+    ax.set_yticks(y, [_short(s) for s in board["name"].to_list()], fontsize=8)
+    ax.set_xlabel(f"{report.primary} (mean, 95 % bootstrap CI)")
+    ax.set_xlim(0, 1.0 if max(board["ci_high"].fill_nan(0).to_list() + [0]) <= 1 else None)
+    ax.set_title("green: best · blue: tied with best · grey: significantly worse", fontsize=9)
+    fig.tight_layout()
+    out["leaderboard"] = _save(fig, out_dir / "leaderboard.png")
+
+    # 2. recall@k curves: the best configs only, so the lines stay readable
+    top = board["config_id"].to_list()[:MAX_CURVES]
+    if report.recall_curves.height:
+        fig, ax = plt.subplots(figsize=(9, 4.8))
+        for cid in top:
+            c = report.recall_curves.filter(pl.col("config_id") == cid).sort("k")
+            if c.height:
+                ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.name_of(cid)))
+        ax.set_xlabel("k (documents)")
+        ax.set_ylabel("mean recall@k")
+        ax.set_ylim(0, 1.02)
+        ks = sorted(report.recall_curves["k"].unique().to_list())
+        if ks and ks[-1] / max(ks[0], 1) >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        more = f" (best {len(top)} of {n} by {report.primary})" if n > len(top) else ""
+        ax.set_title(f"recall@k per config{more}")
+        fig.tight_layout()
+        out["recall_curves"] = _save(fig, out_dir / "recall_curves.png")
+
+    # 3. primary measure per query class: a heatmap (configs x classes), best per class boxed
+    classes = sorted(report.per_class["query_class"].unique().to_list())
+    if report.per_class.height and classes:
+        cids = board["config_id"].to_list()
+        grid = [[float("nan")] * len(classes) for _ in cids]
+        for r in report.per_class.iter_rows(named=True):
+            if r["config_id"] in cids and r["query_class"] in classes:
+                grid[cids.index(r["config_id"])][classes.index(r["query_class"])] = r["mean"]
+        fig, ax = plt.subplots(figsize=(3 + 1.3 * len(classes) + 3, 1.2 + 0.38 * len(cids)))
+        im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        for j in range(len(classes)):
+            column = [row[j] for row in grid]
+            best = max((v for v in column if v == v), default=None)
+            for i, v in enumerate(column):
+                if v == v:
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                            color="black" if v > 0.6 else "white", fontweight="bold" if v == best else None)
+                    if v == best:
+                        ax.add_patch(plt.Rectangle((j - .5, i - .5), 1, 1, fill=False, edgecolor="red", lw=1.5))
+        ax.set_xticks(range(len(classes)), classes, fontsize=8)
+        ax.set_yticks(range(len(cids)), [_short(report.name_of(c)) for c in cids], fontsize=7)
+        ax.set_title(f"{report.primary} per query class (red box: best in the class)", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.03)
+        fig.tight_layout()
+        out["per_class"] = _save(fig, out_dir / "per_class.png")
+    plt.close("all")
+    return out
+
+
+MAX_CURVES = 8
+
+
+def _short(name: str, n: int = 48) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=110)
+    return path
+
+
+# ---------------------------------------------------------------- HTML
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
+.headline{font-size:1.15em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{padding:.3em .6em;border-bottom:1px solid #eee}
+th{background:#fafafa;text-align:left} td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.best td{background:#e8f5e9} tr.tied td{background:#e3f2fd} tr.failed td{color:#b71c1c}
+.ci{color:#777;font-size:.9em} .muted{color:#777;font-size:.9em} img{max-width:100%;border:1px solid #eee}
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
+    """The report as one self-contained HTML document."""
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ragbench · {_e(report.sweep_id)}"
+             f"</title><style>{_CSS}</style></head><body>",
+             f"<h1>ragbench sweep <code>{_e(report.sweep_id)}</code></h1>",
+             f"<p class='muted'>dataset {_e(report.dataset_name)} (fingerprint {_e(report.dataset_fingerprint)}) · "
+             f"status {_e(report.status)} · {report.configs.height} configs · primary measure "
+             f"{_e(report.primary)} · generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}</p>",
+             f"<p class='headline'>{_e(report.headline)}</p>"]
+
+    # leaderboard
+    parts.append("<h2>Leaderboard</h2><table id='leaderboard'><tr><th>#</th><th>config</th>"
+                 + "".join(f"<th>{_e(m)}</th>" for m in report.measures)
+                 + "<th>W/T/L vs best</th><th>p vs best (Holm)</th><th>ms/query</th><th>queries</th></tr>")
+    by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
+    cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
+    for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
+        cid = row["config_id"]
+        cls = "best" if row["is_best"] else ("tied" if row["tied_with_best"] else "")
+        cells = []
+        for m in report.measures:
+            r = by.get((cid, m))
+            cells.append(f"<td class='num'>{_mark(r)} {_fmt(r['mean'])} <span class='ci'>[{_fmt(r['ci_low'], 3)}, "
+                         f"{_fmt(r['ci_high'], 3)}]</span></td>" if r else "<td>–</td>")
+        c = cfg.get(cid, {})
+        wtl = "—" if row["is_best"] else f"{row['wins']}/{row['ties']}/{row['losses']}"
+        parts.append(f"<tr class='{cls}'><td class='num'>{i}</td><td>{_e(row['name'])}<br><span class='muted'>"
+                     f"{_e(cid)}</span></td>{''.join(cells)}<td class='num'>{wtl}</td><td class='num'>"
+                     f"{_fmt(row['p_vs_best'])}</td><td class='num'>{_fmt(c.get('retrieval_ms_per_query'), 1)}</td>"
+                     f"<td class='num'>{row['n']} (+{c.get('n_unlabelled') or 0} unlabelled)</td></tr>")
+    for r in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
+        parts.append(f"<tr class='failed'><td></td><td>{_e(r['name'])}</td><td colspan='{len(report.measures) + 4}'>"
+                     f"FAILED: {_e(r['error'])}</td></tr>")
+    parts.append(f"</table><p class='muted'>★ best on that measure · ≈ not significantly different from the best · "
+                 f"▼ significantly worse than the best (paired {_e(report.test)} test over the same queries, Holm "
+                 f"correction over all {len(report.comparisons[report.primary].pairs)} pairs, α = {report.alpha:g}). "
+                 f"Brackets: 95 % percentile-bootstrap CI of the mean over labelled queries. W/T/L: queries where "
+                 f"the config beats / ties / loses to the best on {_e(report.primary)}.</p>")
+
+    # plots
+    parts.append("<h2>Plots</h2>")
+    titles = {"leaderboard": f"{report.primary} with confidence intervals", "recall_curves": "recall@k curves",
+              "per_class": f"{report.primary} per query class"}
+    for key, path in plots.items():
+        parts.append(f"<h3>{_e(titles.get(key, key))}</h3>{_img(path, titles.get(key, key))}")
+
+    # per-class table
+    if report.per_class.height:
+        classes = sorted(report.per_class["query_class"].unique().to_list())
+        parts.append(f"<h2>{_e(report.primary)} per query class</h2><table id='per-class'><tr><th>config</th>"
+                     + "".join(f"<th>{_e(c)}</th>" for c in classes) + "</tr>")
+        best_per_class = report.per_class.group_by("query_class").agg(pl.col("mean").max())
+        best_of = dict(best_per_class.iter_rows())
+        for cid in report.leaderboard()["config_id"].to_list():
+            sub = {r["query_class"]: r for r in report.per_class.filter(pl.col("config_id") == cid)
+                   .iter_rows(named=True)}
+            cells = []
+            for c in classes:
+                r = sub.get(c)
+                if r is None:
+                    cells.append("<td>–</td>")
+                    continue
+                strong = r["mean"] == best_of.get(c)
+                v = f"{r['mean']:.3f}"
+                cells.append(f"<td class='num'>{'<b>' + v + '</b>' if strong else v} <span class='ci'>n={r['n']}"
+                             f"</span></td>")
+            parts.append(f"<tr><td>{_e(report.name_of(cid))}</td>{''.join(cells)}</tr>")
+        parts.append("</table><p class='muted'>Bold: best config for that class. Unlabelled queries are excluded."
+                     "</p>")
+
+    # chunk statistics
+    parts.append("<h2>Chunk statistics</h2>")
+    if report.chunk_stats is None:
+        parts.append("<p class='muted'>No chunk statistics were stored for this sweep.</p>")
+    else:
+        cids = [c for c in report.leaderboard()["config_id"].to_list()
+                if c in set(report.chunk_stats["config_id"].to_list())]
+        stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
+        vals = {(r["config_id"], r["stat"]): r["value"] for r in report.chunk_stats.iter_rows(named=True)}
+        parts.append("<table id='chunk-stats'><tr><th>statistic</th>"
+                     + "".join(f"<th>{_e(_short(report.name_of(c), 32))}</th>" for c in cids) + "</tr>")
+        for s in stats:
+            parts.append(f"<tr><td>{_e(s)}</td>" + "".join(
+                f"<td class='num'>{_fmt(vals.get((c, s)), 3)}</td>" for c in cids) + "</tr>")
+        parts.append("</table>")
+
+    # all pairs of the primary measure
+    comp = report.comparisons[report.primary]
+    names = dict(report.configs.select("config_id", "name").iter_rows())
+    parts.append(f"<h2>All pairs on {_e(report.primary)}</h2><table id='pairs'><tr><th>A</th><th>B</th>"
+                 "<th>mean A−B</th><th>p</th><th>p (Holm)</th><th>significant</th><th>W/T/L</th></tr>")
+    for p in sorted(comp.pairs, key=lambda p: -abs(p.mean_diff)):
+        if p.mean_diff < 0:
+            p = comp.pair(p.config_b, p.config_a)
+        parts.append(f"<tr><td>{_e(names.get(p.config_a, p.config_a))}</td><td>{_e(names.get(p.config_b, p.config_b))}"
+                     f"</td><td class='num'>{p.mean_diff:+.4f}</td><td class='num'>{_fmt(p.p_value)}</td>"
+                     f"<td class='num'>{_fmt(p.p_adjusted)}</td><td>{'yes' if p.significant else 'no'}</td>"
+                     f"<td class='num'>{p.wins}/{p.ties}/{p.losses}</td></tr>")
+    parts.append("</table></body></html>")
+    return "\n".join(parts)
+
+
+def write_html_report(store: ResultStore, sweep_id: str, out_dir: Path, *, home: Path | None = None,
+                      log_to_mlflow: bool = True, report: SweepReport | None = None, **kwargs) -> Path:
+    """Write ``report.html`` (self-contained) and the PNG plots into ``out_dir``; log them to MLflow.
+
+    The files are logged under ``report/`` of the sweep's MLflow parent run (``sweeps.mlflow_run_id``) with the
+    tracking URI :func:`ragbench.results.tracking.default_tracking_uri` of ``home`` (default: the store's folder). When the
+    sweep has no MLflow run or MLflow is unreachable, the report is still written and a warning says why.
+
+    Returns
+    -------
+    Path
+        The HTML file.
+    """
+    report = report or build_report(store, sweep_id, **kwargs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = _plots(report, out_dir)
+    path = out_dir / "report.html"
+    path.write_text(render_html(report, plots), encoding="utf-8")
+    if log_to_mlflow:
+        log_report_to_mlflow(report, [path, *plots.values()], Path(home) if home else store.path.parent)
+    return path
+
+
+def log_report_to_mlflow(report: SweepReport, paths: list[Path], home: Path) -> str | None:
+    """Log files as artifacts (``report/``) of the sweep's parent run; returns the run id, or None if not logged."""
+    if not report.mlflow_run_id:
+        log.info("sweep %s has no MLflow run; report not logged to MLflow", report.sweep_id)
+        return None
+    from ragbench.results.tracking import default_tracking_uri
+
+    try:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=default_tracking_uri(home))
+        for p in paths:
+            client.log_artifact(report.mlflow_run_id, str(p), artifact_path="report")
+    except Exception as e:  # the report is on disk either way; MLflow is for browsing
+        log.warning("could not log the report to MLflow run %s: %s", report.mlflow_run_id,
+                    str(e).splitlines()[0][:200])
+        return None
+    return report.mlflow_run_id
+

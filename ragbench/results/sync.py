@@ -1,0 +1,56 @@
+"""Upload to MLflow what reached only DuckDB (the tracking server was down during the sweep)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ragbench.core.progress import log
+from ragbench.results.store import ResultStore
+from ragbench.results.tracking import Tracker, default_tracking_uri, sweep_params
+
+
+def sync_mlflow(home: Path, tracking_uri: str | None = None, sweep_id: str | None = None) -> int:
+    """Log every stored config that has no MLflow run yet; returns how many were uploaded.
+
+    Parent runs are found (or created) by the sweep-id tag and child runs by the config-id tag, so running this
+    twice, or after a sweep that did log some configs, never creates duplicates.
+    """
+    store = ResultStore(Path(home) / "results.duckdb")
+    uri = tracking_uri or default_tracking_uri(home)
+    sweeps = store.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status FROM sweeps"
+                         + (" WHERE sweep_id = ?" if sweep_id else ""), [sweep_id] if sweep_id else [])
+    uploaded = 0
+    for sid, name, spec_json, fingerprint, status in sweeps.iter_rows():
+        pending = store.query("SELECT config_id, name, spec_json, status, error, n_queries, n_unlabelled, "
+                              "retrieval_ms_per_query FROM configs WHERE sweep_id = ? AND mlflow_run_id IS NULL",
+                              [sid])
+        if pending.is_empty():
+            continue
+        spec = json.loads(spec_json)
+        tracker = Tracker(uri, f"ragbench/{name}", artifact_root=Path(home) / "mlartifacts")
+        parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
+        store.set_sweep_mlflow_run(sid, parent)
+        for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
+            cspec = json.loads(cspec)
+            if cstatus == "failed":
+                run_id = tracker.log_config_failure(parent, sid, config_id, cname, cspec, fingerprint, error)
+            else:
+                metrics = dict(store.query("SELECT measure, mean FROM config_metrics WHERE sweep_id = ? AND "
+                                           "config_id = ?", [sid, config_id]).iter_rows())
+                stats = dict(store.query("SELECT stat, value FROM chunk_stats WHERE sweep_id = ? AND config_id = ?",
+                                         [sid, config_id]).iter_rows())
+                per_query = store.query("SELECT query_id, measure, value, query_class FROM query_metrics WHERE "
+                                        "sweep_id = ? AND config_id = ?", [sid, config_id])
+                rankings = store.query("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE "
+                                       "sweep_id = ? AND config_id = ?", [sid, config_id])
+                run_id = tracker.log_config_result(
+                    parent, sid, config_id, cname, cspec, fingerprint, metrics=metrics, chunk_stats=stats,
+                    n_queries=n_q or 0, n_unlabelled=n_u or 0, ms_per_query=ms or 0.0,
+                    tables={"per_query.parquet": per_query, "rankings.parquet": rankings})
+            store.set_config_mlflow_run(sid, config_id, run_id)
+            uploaded += 1
+        if status != "running":
+            tracker.client.set_terminated(parent, "FINISHED" if status == "finished" else "FAILED")
+        log.info("sync-mlflow: sweep %s: %d config(s) uploaded to %s", sid, len(pending), uri)
+    return uploaded
