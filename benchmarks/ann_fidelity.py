@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAGBENCH_HOME", str(home))
     from ragbench.evaluation.ann import ann_fidelity, format_table
     from ragbench.core.cache import VectorCache
-    from ragbench.chunking.base import chunk_corpus
-    from ragbench.config.sweep import DatasetSpec, EmbedderSpec, WholeDocChunker
+    from ragbench.chunking import chunk_corpus
+    from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
     from ragbench.data.dataset import load_dataset
     from ragbench.embedding.embed import embed_texts, model_key
     from ragbench.index.qdrant import CollectionMeta, EdgeIndex

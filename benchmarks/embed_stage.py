@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from ragbench.core.cache import VectorCache
-from ragbench.chunking.base import chunk_corpus
-from ragbench.config.sweep import DatasetSpec, EmbedderSpec, FixedChunker
+from ragbench.chunking import chunk_corpus
+from ragbench.config import DatasetSpec, EmbedderSpec, FixedChunker
 from ragbench.data.dataset import load_dataset
 from ragbench.embedding.embed import embed_texts
 from ragbench.embedding.models import load_sentence_transformer

@@ -7,7 +7,6 @@ Runs in Prefect's ephemeral mode (no server) by default, or against a server whe
 from __future__ import annotations
 
 import argparse
-import os
 
 from flows.settings import configure_prefect
 
@@ -16,9 +15,11 @@ configure_prefect()
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from ragbench.config.sweep import load_config  # noqa: E402
+from ragbench.config import load_config  # noqa: E402
 from ragbench.core.retry import is_transient  # noqa: E402
-from ragbench.sweep.orchestrator import SweepResult, run_sweep  # noqa: E402
+from ragbench.core.settings import Settings  # noqa: E402
+from ragbench.results.outcomes import SweepResult  # noqa: E402
+from ragbench.sweep import run_sweep  # noqa: E402
 
 def _retry_transient(task_, task_run, state) -> bool:
     """Retry only errors that a second try can fix (a server timeout), never a bad config or a missing model."""
@@ -42,9 +43,7 @@ class PrefectStageRunner:
 def sweep_flow(config_path: str, home: str | None = None) -> SweepResult:
     """Run (or resume) the sweep described by ``config_path``."""
     cfg = load_config(config_path)
-    if home:
-        os.environ["RAGBENCH_HOME"] = home
-    return run_sweep(cfg, runner=PrefectStageRunner(), home=home)
+    return run_sweep(cfg, Settings.from_env(), runner=PrefectStageRunner(), home=home)
 
 
 def main() -> None:  # pragma: no cover - exercised by hand / by the scheduling docs

@@ -27,6 +27,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # works before `pip install -e .` too
+from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.generation.llm import DEFAULT_MODEL, MODELS, ModelSource, model_path  # noqa: E402
 
 
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS))
     ap.add_argument("--force", action="store_true", help="re-download even if a verified file exists")
     args = ap.parse_args(argv)
-    src, dest = MODELS[args.model], model_path(args.model)
+    src, dest = MODELS[args.model], model_path(args.model, Settings.from_env().tools_dir)
     t0 = time.time()
     if dest.exists() and not args.force:
         if sha256_file(dest) == src.sha256:

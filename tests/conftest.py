@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ragbench.core.settings import Settings
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "datasets" / "demo"
 SCIFACT = (ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
@@ -16,13 +18,15 @@ os.environ["RAGBENCH_PROGRESS"] = "0"
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
+def home(tmp_path) -> Path:
     """A fresh ragbench home (caches, DuckDB, Qdrant Edge, MLflow) for one test."""
-    h = tmp_path / "home"
-    monkeypatch.setenv("RAGBENCH_HOME", str(h))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("RAGBENCH_QDRANT_URL", raising=False)
-    return h
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def settings(home) -> Settings:
+    """Settings of that home with the embedded engines (no Qdrant or MLflow server, whatever the environment)."""
+    return Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
 
 
 def requires_scifact():

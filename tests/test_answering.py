@@ -11,19 +11,20 @@ from itertools import product
 import polars as pl
 import pytest
 
+from ragbench.core.settings import Settings
 from ragbench.generation.answering import (ANSWER_SCHEMA, CONTEXT_DILUTION, GENERATION_BUG, ORACLE_SCHEMA, PASS,
                                 RETRIEVAL_MISS_RANKING, RETRIEVAL_MISS_REPRESENTATION, VERDICTS, answer_queries,
                                 context_hits, gold_evidence, k_sweep, oracle_test, oracle_verdict, plot_k_sweep,
                                 summarize_answers, verdict_counts)
-from ragbench.chunking.base import chunk_corpus
-from ragbench.config.sweep import BM25Retriever, DatasetSpec, RecursiveChunker
+from ragbench.chunking import chunk_corpus
+from ragbench.config import BM25Retriever, DatasetSpec, RecursiveChunker
 from ragbench.data.dataset import load_dataset
 from ragbench.generation.llm import LLMServerError
 from ragbench.generation.llm.client import ChatClient
 from ragbench.generation.llm.context import ContextSpec
 from ragbench.generation.llm.graders import answer_in_context, grade
 from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
-from ragbench.retrieval.base import BM25Index, run_from_hits
+from ragbench.retrieval import BM25Index, run_from_hits
 
 from conftest import DEMO
 
@@ -67,7 +68,7 @@ def demo():
 @pytest.fixture(scope="module")
 def server():
     try:
-        binary, model = locate_llama_server(), locate_model("smollm2-135m")
+        binary, model = locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), "smollm2-135m")
     except LLMServerError as e:
         (pytest.fail if os.environ.get("RAGBENCH_REQUIRE_LLM") == "1" else pytest.skip)(
             f"local LLM not installed ({e})")

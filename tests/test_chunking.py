@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import DEMO
-from ragbench.chunking.base import (chunk_corpus, contextual_text, fixed_spans, heading_path_at, markdown_headings,
+from ragbench.chunking import (chunk_corpus, contextual_text, fixed_spans, heading_path_at, markdown_headings,
                                sentence_spans)
-from ragbench.config.sweep import (DatasetSpec, FixedChunker, MarkdownChunker, RecursiveChunker, SentenceChunker,
+from ragbench.config import (DatasetSpec, FixedChunker, MarkdownChunker, RecursiveChunker, SentenceChunker,
                              WholeDocChunker)
 from ragbench.data.dataset import load_dataset
 from ragbench.embedding.models import count_tokens

@@ -12,7 +12,7 @@ import math
 import polars as pl
 import pytest
 
-from ragbench.chunking.base import CHUNK_SCHEMA, SentenceChunker, chunk_corpus, sentence_spans
+from ragbench.chunking import CHUNK_SCHEMA, SentenceChunker, chunk_corpus, sentence_spans
 from ragbench.chunking.stats import chunk_statistics
 from ragbench.data.dataset import CORPUS_SCHEMA, SPANS_SCHEMA, Dataset
 

@@ -20,12 +20,12 @@ from ragbench.results.store import ResultStore
 
 
 @requires_scifact()
-def test_bm25_k1_comparison_matches_ranx(home, tmp_path):
+def test_bm25_k1_comparison_matches_ranx(home, settings, tmp_path):
     from ranx import Qrels, Run, compare
 
-    from ragbench.config.sweep import load_config
+    from ragbench.config import load_config
     from ragbench.data.dataset import load_dataset
-    from ragbench.sweep.orchestrator import run_sweep
+    from ragbench.sweep import run_sweep
 
     cfg = load_config(write_config(tmp_path / "sf.yaml", f"""name: sf-k1
 dataset: {{path: {SCIFACT}, split: test, max_queries: 200, max_docs: 2000, seed: 1}}
@@ -34,7 +34,7 @@ retrievers: [{{kind: bm25, k1: 1.2}}, {{kind: bm25, k1: 0.5}}]
 metrics: {{measures: [ndcg], cutoffs: [10]}}
 output: {{mlflow: false}}
 """))
-    result = run_sweep(cfg)
+    result = run_sweep(cfg, settings)
     assert result.n_failed == 0 and len(result.outcomes) == 2
     store = ResultStore(home / "results.duckdb")
     ids = {o.spec["retriever"]["k1"]: o.config_id for o in result.outcomes}

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from conftest import DEMO, write_config
-from ragbench.config.sweep import load_config
+from ragbench.config import load_config
 from ragbench.core.errors import ConfigError, ModelError
-from ragbench.sweep.orchestrator import preflight
+from ragbench.sweep import preflight
 
 BASE = f"""name: t
 dataset:
@@ -58,10 +58,10 @@ def test_unknown_field_and_bad_yaml(tmp_path):
                                  "retrievers:\n  - kind: dense\n"))
 
 
-def test_unknown_model_fails_in_preflight(tmp_path):
+def test_unknown_model_fails_in_preflight(tmp_path, settings):
     cfg = load_config(write_config(tmp_path / "m.yaml", BASE.replace("static-retrieval-m2v", "no-such/model-xyz")))
     with pytest.raises(ModelError, match=r"unknown model 'no-such/model-xyz'.*offline"):
-        preflight(cfg)
+        preflight(cfg, settings)
 
 
 def test_dataset_path_resolves_against_config_file(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEMO, SCIFACT, requires_scifact
-from ragbench.config.sweep import DatasetSpec
+from ragbench.config import DatasetSpec
 from ragbench.data.dataset import load_dataset
 from ragbench.core.errors import DatasetError
 

@@ -8,7 +8,7 @@ import pytest
 from ragbench.data.dataset import QRELS_SCHEMA
 from ragbench.evaluation.diagnostics import near_misses, reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
-from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.retrieval import RUN_SCHEMA
 
 
 def _chunk_run(q, docs):

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import DEMO, ROOT, write_config
-from ragbench.cli.main import app
-from ragbench.config.sweep import load_config
+from ragbench.cli import app
+from ragbench.config import load_config
 from ragbench.core.locks import LockBusyError, file_lock
 from ragbench.results.store import ResultStore
-from ragbench.sweep.orchestrator import run_sweep
+from ragbench.sweep import run_sweep
 
 RESUME_SWEEP = f"""name: resume-test
 dataset: {{path: {DEMO}, queries: all}}
@@ -42,7 +42,7 @@ def _env(home: Path) -> dict:
 
 
 def _start(cfg: Path, home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ragbench.cli.main", "sweep", str(cfg), "--orchestrator", "local",
+    return subprocess.Popen([sys.executable, "-m", "ragbench.cli", "sweep", str(cfg), "--orchestrator", "local",
                              "--json"], cwd=ROOT, env=_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -117,7 +117,7 @@ def test_sigkill_mid_embedding_and_mid_evaluation_then_resume(tmp_path):
     assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(resumed)
 
     # an uninterrupted run (a new sweep from the same cache) gives the same results, computing no vector
-    fresh = run_sweep(load_config(cfg), home=home)
+    fresh = run_sweep(load_config(cfg), settings)
     assert fresh.vectors_computed == 0
     for o in fresh.outcomes:
         assert o.metrics == pytest.approx(resumed[o.config_id]["metrics"], nan_ok=True)
@@ -133,7 +133,7 @@ chunkers: [{{kind: whole}}]
 embedders: [{{model: all-MiniLM-L6-v2}}, {{model: {broken}}}]
 retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 """)
-    res = CliRunner().invoke(app, ["sweep", str(cfg), "--orchestrator", "local"])
+    res = CliRunner().invoke(app, ["sweep", str(cfg), "--orchestrator", "local", "--home", str(home)])
     assert res.exit_code == 1
     assert "1 of 3 configs failed" in res.stdout
     con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
@@ -160,7 +160,7 @@ output: {{mlflow: false}}
 """
 
 
-def test_same_sweep_twice_at_once_is_refused_clearly(home, tmp_path):
+def test_same_sweep_twice_at_once_is_refused_clearly(home, settings, tmp_path):
     cfg = write_config(tmp_path / "a.yaml", BM25_ONLY.format(name="a", demo=DEMO, chunker="whole"))
     config = load_config(cfg)
     from ragbench.data.dataset import load_dataset
@@ -169,7 +169,7 @@ def test_same_sweep_twice_at_once_is_refused_clearly(home, tmp_path):
     fp = load_dataset(config.dataset).fingerprint
     with file_lock(home / "locks" / f"sweep-{stable_hash(config.canonical())}-{fp}.lock", "held"):
         with pytest.raises(LockBusyError, match=r"sweep 'a' is in use by another process \(pid \d+"):
-            run_sweep(config)
+            run_sweep(config, settings)
 
 
 def test_two_different_sweeps_on_one_store_both_land(tmp_path):
@@ -184,16 +184,16 @@ def test_two_different_sweeps_on_one_store_both_land(tmp_path):
     con.close()
 
 
-def test_unreachable_mlflow_keeps_results_in_duckdb_then_sync(home, tmp_path, monkeypatch):
+def test_unreachable_mlflow_keeps_results_in_duckdb_then_sync(home, settings, tmp_path, monkeypatch):
     cfg = write_config(tmp_path / "m.yaml", BM25_ONLY.format(name="degraded", demo=DEMO, chunker="whole")
                        .replace("output: {mlflow: false}\n", ""))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens there
-    result = run_sweep(load_config(cfg))
+    down = settings.replace(mlflow_tracking_uri="http://127.0.0.1:9")  # nothing listens there
+    result = run_sweep(load_config(cfg), down)
     assert result.n_failed == 0
     store = ResultStore(home / "results.duckdb")
     assert store.query("SELECT count(*) AS n FROM configs WHERE mlflow_run_id IS NULL")["n"][0] == 1
 
-    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     res = CliRunner().invoke(app, ["sync-mlflow", "--home", str(home)])
     assert res.exit_code == 0 and "uploaded 1 config run" in res.output
     assert store.query("SELECT count(*) AS n FROM configs WHERE mlflow_run_id IS NULL")["n"][0] == 0

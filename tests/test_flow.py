@@ -25,7 +25,7 @@ output: {{mlflow: false}}
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "RAGBENCH_"))}
     env.update(RAGBENCH_HOME=str(tmp_path / "home"), RAGBENCH_PROGRESS="0")
-    proc = subprocess.run([sys.executable, "-m", "ragbench.cli.main", "sweep", str(cfg), "--json"], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "sweep", str(cfg), "--json"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]

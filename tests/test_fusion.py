@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from ragbench.retrieval.fusion import check_run, convex, qdrant_rrf_k, rrf
-from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.retrieval import RUN_SCHEMA
 
 
 def _run(rows):
@@ -110,9 +110,9 @@ def test_library_rrf_agrees_with_qdrant_edge_rrf(tmp_path):
     from qdrant_edge import (Bm25, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
                              Fusion, Modifier, Point, Prefetch, Query, QueryRequest, UpdateOperation)
 
-    from ragbench.config.sweep import DatasetSpec, EmbedderSpec, WholeDocChunker
+    from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
     from ragbench.core.cache import VectorCache
-    from ragbench.chunking.base import chunk_corpus
+    from ragbench.chunking import chunk_corpus
     from ragbench.data.dataset import load_dataset
     from ragbench.embedding.embed import embed_texts
     from tests.conftest import DEMO

@@ -10,8 +10,9 @@ import duckdb
 import pytest
 
 from conftest import ROOT, write_config
-from ragbench.config.sweep import load_config
-from ragbench.sweep.orchestrator import run_sweep
+from ragbench.core.settings import Settings
+from ragbench.config import load_config
+from ragbench.sweep import run_sweep
 
 SQUAD = ROOT / "tests" / "fixtures" / "squad_small.json"
 
@@ -21,7 +22,7 @@ def _llm_available() -> bool:
     from ragbench.generation.llm.server import locate_llama_server, locate_model
 
     try:
-        locate_llama_server(), locate_model("smollm2-135m")
+        locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), "smollm2-135m")
         return True
     except LLMError:
         return False
@@ -57,11 +58,11 @@ def _llama_pids() -> set[int]:
 
 
 @needs_llm
-def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, tmp_path):
+def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, settings, tmp_path):
     before = _llama_pids()
     cfg = load_config(write_config(tmp_path / "e2e.yaml", E2E.replace("{model}", "smollm2-135m")
                                    .replace("{{", "{").replace("}}", "}")))
-    result = run_sweep(cfg)
+    result = run_sweep(cfg, settings)
     assert result.n_failed == 0 and len(result.outcomes) == 2
     for o in result.outcomes:
         m = o.metrics
@@ -81,13 +82,13 @@ def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, tmp_path):
 
 
 @needs_llm
-def test_a_server_that_cannot_start_fails_configs_clearly_and_leaves_nothing_running(home, tmp_path):
+def test_a_server_that_cannot_start_fails_configs_clearly_and_leaves_nothing_running(home, settings, tmp_path):
     garbage = tmp_path / "garbage.gguf"
     garbage.write_bytes(b"not a model" * 100)
     before = _llama_pids()
     cfg = load_config(write_config(tmp_path / "bad.yaml", E2E.replace("{model}", str(garbage))
                                    .replace("{{", "{").replace("}}", "}")))
-    result = run_sweep(cfg)
+    result = run_sweep(cfg, settings)
     assert result.n_failed == 2
     assert all("garbage.gguf" in o.error for o in result.outcomes)
     con = duckdb.connect(str(home / "results.duckdb"), read_only=True)

@@ -6,8 +6,9 @@ import pytest
 
 from ragbench.core import progress as progress_mod
 from ragbench.core.cache import VectorCache
-from ragbench.config.sweep import EmbedderSpec
+from ragbench.config import EmbedderSpec
 from ragbench.embedding.embed import embed_texts
+from ragbench.core.settings import Settings
 from ragbench.core.resources import ResourceError, ensure_disk_space
 from ragbench.core.retry import call_with_retries, is_transient
 
@@ -34,13 +35,13 @@ def test_transient_errors_are_retried_and_permanent_ones_are_not():
     assert is_transient(ConnectionRefusedError()) and not is_transient(MemoryError())
 
 
-def test_disk_guard_refuses_before_embedding_and_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAGBENCH_MIN_FREE_BYTES", str(10 ** 18))  # more than any disk has
+def test_disk_guard_refuses_before_embedding_and_writes_nothing(tmp_path):
+    reserve = Settings.from_env({"RAGBENCH_MIN_FREE_BYTES": str(10 ** 18)}).min_free_bytes  # more than any disk has
     with pytest.raises(ResourceError, match=r"not enough disk space for embedding 2 texts under .*MB free"):
-        embed_texts(["a", "b"], EmbedderSpec(model="all-MiniLM-L6-v2"), "document", VectorCache(tmp_path))
+        embed_texts(["a", "b"], EmbedderSpec(model="all-MiniLM-L6-v2"), "document", VectorCache(tmp_path),
+                    reserve_bytes=reserve)
     assert not list(tmp_path.rglob("*.parquet"))
-    monkeypatch.setenv("RAGBENCH_MIN_FREE_BYTES", "0")
-    ensure_disk_space(tmp_path / "not" / "yet", 1024, "a small write")  # a missing folder checks its parent's disk
+    ensure_disk_space(tmp_path / "not" / "yet", 1024, "a small write", reserve_bytes=0)  # a missing folder checks its parent's disk
 
 
 def test_nested_progress_bars_share_one_live_display(monkeypatch):

@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragbench.core.cache import VectorCache, atomic_write_parquet
-from ragbench.config.sweep import EmbedderSpec
+from ragbench.config import EmbedderSpec
 from ragbench.embedding.embed import embed_texts
 from ragbench.core.errors import IndexMismatchError
 from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex
@@ -95,10 +95,10 @@ def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
 
     from ragbench.retrieval.fusion import rrf
     from ragbench.index.qdrant import bm25_sparse
-    from ragbench.retrieval.base import RUN_SCHEMA
+    from ragbench.retrieval import RUN_SCHEMA
 
     from conftest import DEMO
-    from ragbench.config.sweep import DatasetSpec
+    from ragbench.config import DatasetSpec
     from ragbench.data.dataset import load_dataset
 
     demo = load_dataset(DatasetSpec(path=DEMO, queries="all"))  # real text: BM25 ties are rare

@@ -9,8 +9,9 @@ import duckdb
 import pytest
 
 from conftest import DEMO, write_config
-from ragbench.config.sweep import load_config
-from ragbench.sweep.orchestrator import run_sweep
+from ragbench.config import load_config
+from ragbench.core.settings import Settings
+from ragbench.sweep import run_sweep
 
 KNOBS = f"""name: knobs
 dataset: {{path: {DEMO}, queries: all}}
@@ -33,18 +34,9 @@ output: {{mlflow: false}}
 
 @pytest.fixture(scope="module")
 def knobs(tmp_path_factory):
-    import os
-
     home = tmp_path_factory.mktemp("knobs")
-    old = os.environ.get("RAGBENCH_HOME")
-    os.environ["RAGBENCH_HOME"] = str(home)
-    try:
-        result = run_sweep(load_config(write_config(home / "knobs.yaml", KNOBS)), home=home)
-    finally:
-        if old is None:
-            os.environ.pop("RAGBENCH_HOME", None)
-        else:
-            os.environ["RAGBENCH_HOME"] = old
+    settings = Settings(home=home)
+    result = run_sweep(load_config(write_config(home / "knobs.yaml", KNOBS)), settings)
     con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
     ids = {o.name.split(" | ")[-1].split(" ")[0]: o.config_id for o in result.outcomes}
     yield result, con, ids
@@ -133,7 +125,8 @@ def test_every_knob_is_servable_as_evaluated(knobs):
                     if json.loads(line)["_id"] == "q01")
     for name in ("hybrid-qdrant", "hybrid-public", "dense-parents", "bm25-rescored"):
         o = next(o for o in result.outcomes if o.config_id == ids[name])
-        served = ProductionRetriever.from_config(o.spec, result.dataset_fingerprint, result.home, dataset_spec)
+        served = ProductionRetriever.from_config(o.spec, result.dataset_fingerprint, Settings(home=result.home),
+                                                  dataset_spec)
         got = served.search([question], 5)["chunk_id"].to_list()
         stored = [c for (c,) in con.execute("SELECT chunk_id FROM rankings WHERE config_id = ? AND query_id = 'q01' "
                                             "ORDER BY rank LIMIT 5", [ids[name]]).fetchall()]

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ragbench.core.settings import Settings
 from ragbench.generation.llm import LLMClientError, LLMServerError
 from ragbench.generation.llm.client import ChatClient
 from ragbench.generation.llm.server import LocalLLMServer, free_port, locate_llama_server, locate_model
@@ -19,7 +20,8 @@ from ragbench.generation.llm.server import LocalLLMServer, free_port, locate_lla
 
 def _locate():
     try:
-        return locate_llama_server(), locate_model("smollm2-135m")
+        settings = Settings.from_env()
+        return locate_llama_server(settings), locate_model(settings, "smollm2-135m")
     except LLMServerError as e:
         (pytest.fail if os.environ.get("RAGBENCH_REQUIRE_LLM") == "1" else pytest.skip)(
             f"local LLM not installed ({e})")
@@ -79,9 +81,10 @@ def test_answers_cache_and_repeatability(server, tmp_path):
         assert fresh.http_calls == 3
 
 
-def test_api_key_never_in_repr_or_cache(server, tmp_path, monkeypatch):
-    monkeypatch.setenv("RAGBENCH_LLM_API_KEY", "sk-test-SECRET-123")
-    with ChatClient(server.base_url, server.model_id, max_tokens=8, cache_dir=tmp_path) as client:
+def test_api_key_never_in_repr_or_cache(server, tmp_path):
+    settings = Settings.from_env({"RAGBENCH_LLM_API_KEY": "sk-test-SECRET-123"})
+    key = settings.secret("RAGBENCH_LLM_API_KEY")
+    with ChatClient(server.base_url, server.model_id, max_tokens=8, cache_dir=tmp_path, api_key=key) as client:
         assert "SECRET" not in repr(client) and "RAGBENCH_LLM_API_KEY set" in repr(client)
         client.complete(QUESTIONS[2])   # llama-server without --api-key ignores the header
     assert all("SECRET" not in p.read_text() for p in tmp_path.rglob("*.json"))
@@ -134,13 +137,11 @@ def test_bad_model_path_is_a_clear_error_and_leaves_no_process(tmp_path):
     assert not srv.running and not _processes_mentioning(str(garbage))
 
 
-def test_missing_binary_and_model_tell_the_user_what_to_run(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAGBENCH_TOOLS", str(tmp_path / "empty"))
-    monkeypatch.delenv("RAGBENCH_LLAMA_SERVER", raising=False)
-    monkeypatch.delenv("RAGBENCH_LLM_MODEL", raising=False)
+def test_missing_binary_and_model_tell_the_user_what_to_run(tmp_path):
+    empty = Settings.from_env({"RAGBENCH_TOOLS": str(tmp_path / "empty")})
     with pytest.raises(LLMServerError, match="scripts/build_llama_server.sh"):
-        locate_llama_server()
+        locate_llama_server(empty)
     with pytest.raises(LLMServerError, match="fetch_llm_model.py --model smollm2-135m"):
-        locate_model()
+        locate_model(empty)
     with pytest.raises(LLMServerError, match="unknown LLM model|not found"):
-        locate_model("no-such-model")
+        locate_model(empty, "no-such-model")

@@ -16,9 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import DEMO, write_config
-from ragbench.cli.main import app
-from ragbench.evaluation.metrics import aggregate
+from ragbench.cli import app
+from ragbench.core.settings import Settings
 from ragbench.promotion.registry import PROMOTIONS_DDL, check_gate, collection_alias
+from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
 
 SWEEP = f"""name: e2e
@@ -44,18 +45,16 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     """One real sweep (BM25, MiniLM dense, Model2Vec dense on whole docs) in a fresh home, shared by the module."""
-    from ragbench.config.sweep import load_config
-    from ragbench.sweep.orchestrator import run_sweep
+    from ragbench.config import load_config
+    from ragbench.sweep import run_sweep
 
     tmp = tmp_path_factory.mktemp("e2e")
     home = tmp / "home"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAGBENCH_HOME", str(home))
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        mp.delenv("RAGBENCH_QDRANT_URL", raising=False)
-        result = run_sweep(load_config(write_config(tmp / "e2e.yaml", SWEEP)))
-        assert result.n_failed == 0 and len(result.outcomes) == 3
-        yield home, result, tmp
+    from ragbench.core.settings import Settings
+
+    result = run_sweep(load_config(write_config(tmp / "e2e.yaml", SWEEP)), Settings(home=home))
+    assert result.n_failed == 0 and len(result.outcomes) == 3
+    yield home, result, tmp
 
 
 def _cli(*args: str, home) -> object:
@@ -87,7 +86,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
 
     from ragbench.results.tracking import default_tracking_uri
 
-    client = MlflowClient(tracking_uri=default_tracking_uri(home))
+    client = MlflowClient(tracking_uri=default_tracking_uri(Settings(home=home)))
     parent = store.sweep(result.sweep_id)["mlflow_run_id"]
     logged = {a.path for a in client.list_artifacts(parent, "report")}
     assert {"report/report.html", "report/leaderboard.png", "report/recall_curves.png"} <= logged
@@ -137,7 +136,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     import mlflow
     import pandas as pd
 
-    mlflow.set_tracking_uri(default_tracking_uri(home))
+    mlflow.set_tracking_uri(default_tracking_uri(Settings(home=home)))
     model = mlflow.pyfunc.load_model("models:/ragbench-retriever@production")
     out = model.predict(pd.DataFrame({"query": ["How do I fix error NMB-5021?", "What is the default value of "
                                                 "queue.max_inflight_bytes?"]}))
@@ -170,9 +169,8 @@ def _write(store: ResultStore, sweep_id: str, fp: str, cid: str, values: list[fl
                       schema={"query_id": pl.String, "query_class": pl.String, "measure": pl.String,
                               "value": pl.Float64})
     run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c"], "doc_id": ["d"], "score": [1.0]})
-    store.write_config(sweep_id, cid, f"cfg-{cid}", {"chunker": {"kind": "whole"}}, fp, metrics=aggregate(pq),
-                       per_query=pq, rankings=run, n_queries=len(values), n_unlabelled=0, ms_per_query=1.0,
-                       mlflow_run_id=None)
+    store.write_config(sweep_id, ConfigResult(cid, f"cfg-{cid}", {"chunker": {"kind": "whole"}}, fp, measures=pq,
+                                              rankings=run, n_queries=len(values), n_unlabelled=0, ms_per_query=1.0))
 
 
 def test_gate_pairs_production_from_another_sweep_on_the_same_data(tmp_path):

@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from ragbench.cli.main import app
-from ragbench.evaluation.metrics import aggregate
+from ragbench.cli import app
 from ragbench.reporting.report import build_report, resolve_config_id, resolve_sweep_id, write_html_report
 from ragbench.evaluation.stats import bootstrap_ci, compare_configs
+from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -51,9 +51,8 @@ def store(tmp_path):
     for cid, name, ndcg in (("a" * 16, "config A", A), ("b" * 16, "config B", B), ("c" * 16, "config C", C)):
         pq = _per_query(ndcg, RECALL[name[-1]])
         run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
-        s.write_config("syn-1", cid, name, {"chunker": {"kind": "whole"}}, "fp0", metrics=aggregate(pq),
-                       per_query=pq, rankings=run, n_queries=N + 1, n_unlabelled=1, ms_per_query=1.0,
-                       mlflow_run_id=None)
+        s.write_config("syn-1", ConfigResult(cid, name, {"chunker": {"kind": "whole"}}, "fp0", measures=pq,
+                                             rankings=run, n_queries=N + 1, n_unlabelled=1, ms_per_query=1.0))
     s.write_config_failure("syn-1", "d" * 16, "config D", {"chunker": {"kind": "whole"}}, "fp0", "boom: no model")
     s.finish_sweep("syn-1", "finished_with_failures")
     return s

@@ -14,8 +14,8 @@ import urllib.request
 import pytest
 
 from conftest import DEMO, write_config
-from ragbench.config.sweep import load_config
-from ragbench.sweep.orchestrator import run_sweep
+from ragbench.config import load_config
+from ragbench.sweep import run_sweep
 
 
 def _free_port() -> int:
@@ -55,9 +55,8 @@ def mlflow_server(tmp_path):
         proc.wait()
 
 
-def test_sweep_against_an_mlflow_server_and_qdrant_client(home, tmp_path, monkeypatch, mlflow_server):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
-    monkeypatch.setenv("RAGBENCH_QDRANT_URL", ":memory:")
+def test_sweep_against_an_mlflow_server_and_qdrant_client(home, settings, tmp_path, monkeypatch, mlflow_server):
+    settings = settings.replace(mlflow_tracking_uri=mlflow_server, qdrant_url=":memory:")
     cfg = write_config(tmp_path / "s.yaml", f"""name: server-path
 dataset: {{path: {DEMO}, queries: all}}
 chunkers: [{{kind: whole}}]
@@ -65,7 +64,7 @@ embedders: [{{model: all-MiniLM-L6-v2}}]
 retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 metrics: {{cutoffs: [1, 10]}}
 """)
-    result = run_sweep(load_config(cfg))
+    result = run_sweep(load_config(cfg), settings)
     assert result.n_failed == 0
     assert not (home / "mlflow.db").exists() and not (home / "qdrant-edge").exists()  # nothing embedded was used
     from mlflow.tracking import MlflowClient

@@ -18,11 +18,11 @@ import math
 import polars as pl
 import pytest
 
-from ragbench.chunking.base import CHUNK_SCHEMA, FixedChunker, chunk_corpus
+from ragbench.chunking import CHUNK_SCHEMA, FixedChunker, chunk_corpus
 from ragbench.data.dataset import SPANS_SCHEMA
 from ragbench.evaluation.metrics import Measure
 from ragbench.embedding.models import count_tokens
-from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.retrieval import RUN_SCHEMA
 from ragbench.evaluation.spans import (budget_metrics, chunk_level_run_metrics, chunk_relevance, merge_intervals, merge_spans,
                             span_metrics, union_length)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from ragbench.config.sweep import DatasetSpec
+from ragbench.config import DatasetSpec
 from ragbench.data.dataset import load_dataset
 from ragbench.core.errors import DatasetError
 from ragbench.data.squad import load_squad, parse_squad, read_squad_json, title_slug

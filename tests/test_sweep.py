@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import DEMO, SCIFACT, requires_scifact, write_config
-from ragbench.cli.main import app
-from ragbench.config.sweep import load_config
-from ragbench.sweep.orchestrator import run_sweep
+from ragbench.cli import app
+from ragbench.config import load_config
+from ragbench.sweep import run_sweep
 
 DEMO_SWEEP = f"""name: demo-test
 dataset:
@@ -39,9 +39,9 @@ def demo_cfg(tmp_path):
     return write_config(tmp_path / "demo.yaml", DEMO_SWEEP)
 
 
-def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, demo_cfg):
+def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, settings, demo_cfg):
     cfg = load_config(demo_cfg)
-    first = run_sweep(cfg)
+    first = run_sweep(cfg, settings)
     assert first.n_failed == 0 and len(first.outcomes) == 4
     assert first.vectors_computed > 0
     for o in first.outcomes:
@@ -85,23 +85,23 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, demo_
     plots = {a.path for a in client.list_artifacts(parents[0].info.run_id, "plots")}
     assert plots == {"plots/recall_at_k.png", "plots/evidence_recall_vs_budget.png"}
 
-    second = run_sweep(cfg)  # unchanged sweep: a new sweep record, but nothing is re-embedded
+    second = run_sweep(cfg, settings)  # unchanged sweep: a new sweep record, but nothing is re-embedded
     assert second.sweep_id != first.sweep_id
     assert second.vectors_computed == 0
     assert {o.config_id: o.metrics["ndcg@10"] for o in second.outcomes} == \
         {o.config_id: o.metrics["ndcg@10"] for o in first.outcomes}
 
 
-def test_changing_only_retrieval_settings_reembeds_nothing(home, demo_cfg, tmp_path):
-    run_sweep(load_config(demo_cfg))
+def test_changing_only_retrieval_settings_reembeds_nothing(home, settings, demo_cfg, tmp_path):
+    run_sweep(load_config(demo_cfg), settings)
     changed = write_config(tmp_path / "k.yaml", DEMO_SWEEP.replace("exact: true", "exact: false\n    hnsw_ef: 32")
                            .replace("cutoffs: [1, 5, 10]", "cutoffs: [3, 10, 20]"))
-    result = run_sweep(load_config(changed))
+    result = run_sweep(load_config(changed), settings)
     assert result.vectors_computed == 0 and result.n_failed == 0
 
 
 def test_cli_json_output_for_scripts(home, demo_cfg):
-    res = CliRunner().invoke(app, ["sweep", str(demo_cfg), "--orchestrator", "local", "--json"])
+    res = CliRunner().invoke(app, ["sweep", str(demo_cfg), "--orchestrator", "local", "--json", "--home", str(home)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 4
@@ -112,14 +112,14 @@ def test_cli_json_output_for_scripts(home, demo_cfg):
 
 def test_cli_bad_config_exits_2_with_file_and_line(home, tmp_path):
     bad = write_config(tmp_path / "bad.yaml", DEMO_SWEEP.replace("max_tokens: 200", "max_tokens: -3"))
-    res = CliRunner().invoke(app, ["sweep", str(bad), "--orchestrator", "local"])
+    res = CliRunner().invoke(app, ["sweep", str(bad), "--orchestrator", "local", "--home", str(home)])
     assert res.exit_code == 2
     assert "bad.yaml:9: chunkers.1.max_tokens: Input should be greater than 0" in res.output
     assert not (home / "results.duckdb").exists()  # rejected before any work
 
 
 @requires_scifact()
-def test_scifact_slice_bm25_and_dense(home, tmp_path):
+def test_scifact_slice_bm25_and_dense(home, settings, tmp_path):
     cfg = write_config(tmp_path / "sf.yaml", f"""name: sf-slice
 dataset: {{path: {SCIFACT}, max_queries: 40, max_docs: 300, seed: 3}}
 chunkers: [{{kind: whole}}]
@@ -127,7 +127,7 @@ embedders: [{{model: all-MiniLM-L6-v2}}]
 retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 output: {{mlflow: false}}
 """)
-    result = run_sweep(load_config(cfg))
+    result = run_sweep(load_config(cfg), settings)
     scores = {o.spec["retriever"]["kind"]: o.metrics["ndcg@10"] for o in result.outcomes}
     # a 300-doc slice is far easier than the full corpus: both retrievers must do well above the full-corpus score
     assert scores["bm25"] > 0.7 and scores["dense"] > 0.65

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from ragbench.chunking.base import sentence_spans
+from ragbench.chunking.sentences import sentence_spans
 
 
 def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], spans: pl.DataFrame,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -50,23 +49,26 @@ def sweep(
     Re-running an unchanged sweep re-embeds nothing; an interrupted sweep resumes where it stopped. Exit code 1
     when any config failed, 2 on invalid input.
     """
-    from ragbench.config.sweep import load_config
+    from ragbench.config import load_config
+    from ragbench.core.settings import Settings
     from ragbench.reporting.terminal import json_lines, leaderboard_table
-    from ragbench.sweep.orchestrator import preflight
+    from ragbench.sweep import preflight, sweep_settings
 
     try:
         cfg = load_config(config)
-        preflight(cfg)
-        if home:
-            os.environ["RAGBENCH_HOME"] = str(home)
+        settings = sweep_settings(cfg, Settings.from_env(), home).apply()
+        preflight(cfg, settings)
         if orchestrator is Orchestrator.prefect:
+            from flows.settings import configure_prefect
+
+            configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
             from flows.sweep import sweep_flow
 
-            result = sweep_flow(str(config), home=str(home) if home else None)
+            result = sweep_flow(str(config), home=str(settings.home))
         else:
-            from ragbench.sweep.orchestrator import run_sweep
+            from ragbench.sweep import run_sweep
 
-            result = run_sweep(cfg, home=home, fail_fast=fail_fast)
+            result = run_sweep(cfg, settings, fail_fast=fail_fast)
     except RagbenchError as e:
         _fail(e)
     if json_out:
@@ -89,11 +91,14 @@ def sync_mlflow_cmd(
     sweep: Annotated[Optional[str], typer.Option(help="only this sweep id")] = None,
 ) -> None:
     """Upload to MLflow the results that reached only DuckDB (MLflow was unreachable during the sweep)."""
-    from ragbench.sweep.orchestrator import resolve_home
+    from ragbench.core.settings import Settings
     from ragbench.results.sync import sync_mlflow
 
+    settings = Settings.from_env(home=home).apply()
+    if tracking_uri:
+        settings = settings.replace(mlflow_tracking_uri=tracking_uri)
     try:
-        n = sync_mlflow(home or resolve_home(), tracking_uri, sweep)
+        n = sync_mlflow(settings, sweep)
     except RagbenchError as e:
         _fail(e)
     console.print(f"uploaded {n} config run(s) to MLflow")
@@ -105,7 +110,7 @@ def datasets_validate(
     split: Annotated[str, typer.Option(help="qrels split")] = "test",
 ) -> None:
     """Load a dataset with full validation and print its summary (errors name file and line)."""
-    from ragbench.config.sweep import DatasetSpec
+    from ragbench.config import DatasetSpec
     from ragbench.data.dataset import load_dataset
 
     fmt = "squad" if path.suffix == ".json" else "beir"

@@ -9,7 +9,6 @@ config name shown in the leaderboard. Exit codes: 0 ok, 1 promotion/rollback ref
 from __future__ import annotations
 
 import json
-import os
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -27,19 +26,18 @@ class Test(str, Enum):
     student = "student"
 
 
-def _home(home: Path | None) -> Path:
-    return Path(home) if home else Path(os.environ.get("RAGBENCH_HOME", ".ragbench"))
-
-
 def _store(home: Path | None):
+    """The results store of the home (``--home``, else the settings' ``$RAGBENCH_HOME``), and the settings."""
     from ragbench.core.errors import RagbenchError
+    from ragbench.core.settings import Settings
     from ragbench.results.store import ResultStore
 
-    h = _home(home)
+    settings = Settings.from_env(home=home).apply()
+    h = Path(settings.home)
     if not (h / "results.duckdb").is_file():
         raise RagbenchError(f"no results at {h / 'results.duckdb'}; run `ragbench sweep CONFIG` first or pass "
                             "--home")
-    return ResultStore(h / "results.duckdb"), h
+    return ResultStore(h / "results.duckdb"), settings
 
 
 def _fail(e: Exception, code: int = 2) -> None:
@@ -104,11 +102,11 @@ def register(app: typer.Typer) -> None:
         from ragbench.reporting.report import build_report, leaderboard_rich, resolve_sweep_id, write_html_report
 
         try:
-            store, h = _store(home)
+            store, settings = _store(home)
             sid = resolve_sweep_id(store, sweep)
             rep = build_report(store, sid, primary=measure, test=test.value, alpha=alpha)
-            path = write_html_report(store, sid, out or h / "reports" / sid, home=h, log_to_mlflow=mlflow,
-                                     report=rep)
+            path = write_html_report(store, sid, out or settings.home / "reports" / sid, settings=settings,
+                                     log_to_mlflow=mlflow, report=rep)
         except (RagbenchError, ValueError) as e:
             _fail(e)
         stdout.print(leaderboard_rich(rep))
@@ -171,8 +169,8 @@ def register(app: typer.Typer) -> None:
         from ragbench.core.progress import stdout
 
         try:
-            store, h = _store(home)
-            e = _explain(store, sweep, config, query_id, deep=deep, home=h)
+            store, settings = _store(home)
+            e = _explain(store, sweep, config, query_id, deep=deep, settings=settings)
         except (RagbenchError, ValueError) as err:
             _fail(err)
         stdout.print(render_explanation(e, show=show))
@@ -203,9 +201,9 @@ def register(app: typer.Typer) -> None:
         from ragbench.promotion.registry import promote as _promote
 
         try:
-            store, h = _store(home)
+            store, settings = _store(home)
             p = _promote(store, sweep, config, primary=primary, alpha=alpha, force=force, reason=reason, who=who,
-                         home=h)
+                         settings=settings)
         except PromotionRefused as e:
             _fail(e, 1)
         except (RagbenchError, ValueError) as e:
@@ -256,8 +254,8 @@ def register(app: typer.Typer) -> None:
         from ragbench.promotion.registry import rollback as _rollback
 
         try:
-            store, h = _store(home)
-            p = _rollback(store, home=h)
+            store, settings = _store(home)
+            p = _rollback(store, settings=settings)
         except PromotionRefused as e:
             _fail(e, 1)
         except RagbenchError as e:

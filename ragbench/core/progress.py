@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
+import time
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -16,12 +16,21 @@ stdout = Console(width=None if sys.stdout.isatty() else 160)
 log = logging.getLogger("ragbench")
 if not log.handlers:
     log.addHandler(RichHandler(console=console, show_path=False, markup=False, rich_tracebacks=False))
-    log.setLevel(os.environ.get("RAGBENCH_LOG_LEVEL", "INFO"))
+    log.setLevel("INFO")
     log.propagate = False
+
+_bars = True  # set by configure() from the settings; bars are drawn only on an interactive terminal anyway
+
+
+def configure(level: str = "INFO", bars: bool = True) -> None:
+    """Set the ragbench log level and whether progress bars may be drawn (from :class:`Settings`)."""
+    global _bars
+    log.setLevel(level.upper())
+    _bars = bars
 
 
 def progress_enabled() -> bool:
-    return os.environ.get("RAGBENCH_PROGRESS", "1") != "0" and sys.stderr.isatty()
+    return _bars and sys.stderr.isatty()
 
 
 _active: Progress | None = None  # one live display at a time: nested bars join it as extra rows
@@ -50,3 +59,10 @@ def progress(description: str, total: int):
             _active = None
         else:
             bar.remove_task(task)
+
+
+def timed(fn, *args, **kwargs):
+    """``(fn(*args, **kwargs), seconds of wall time)``."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -13,18 +12,18 @@ class ResourceError(RagbenchError):
     """Not enough disk (or another resource) for the next stage."""
 
 
-def ensure_disk_space(path: Path, needed_bytes: int, what: str, headroom: float = 1.5) -> None:
+def ensure_disk_space(path: Path, needed_bytes: int, what: str, headroom: float = 1.5,
+                      reserve_bytes: int = 200 * 1024 * 1024) -> None:
     """Raise :class:`ResourceError` unless ``path``'s filesystem has ``headroom`` x ``needed_bytes`` free.
 
-    ``RAGBENCH_MIN_FREE_BYTES`` adds a fixed reserve (default 200 MB) so the store and logs still have room.
+    ``reserve_bytes`` (``Settings.min_free_bytes``, default 200 MB) stays free so the store and logs still have room.
     """
     path = Path(path)
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
-    reserve = int(os.environ.get("RAGBENCH_MIN_FREE_BYTES", str(200 * 1024 * 1024)))
-    want = int(needed_bytes * headroom) + reserve
+    want = int(needed_bytes * headroom) + reserve_bytes
     if free < want:
         raise ResourceError(f"not enough disk space for {what} under {path}: {free / 1e6:.0f} MB free, about "
-                            f"{want / 1e6:.0f} MB needed (set RAGBENCH_HOME to a larger disk)")
+                            f"{want / 1e6:.0f} MB needed (use a home on a larger disk: --home or RAGBENCH_HOME)")

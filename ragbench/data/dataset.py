@@ -21,15 +21,10 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.config.sweep import DatasetSpec
+from ragbench.data.spec import DatasetSpec
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
-
-CORPUS_SCHEMA = {"doc_id": pl.String, "title": pl.String, "text": pl.String, "metadata": pl.String}
-QUERY_SCHEMA = {"query_id": pl.String, "text": pl.String, "query_class": pl.String, "answers": pl.List(pl.String)}
-QRELS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32}
-SPANS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "start": pl.Int64, "end": pl.Int64,
-                "relevance": pl.Int32}
+from ragbench.core.schemas import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA
 
 
 @dataclass(frozen=True)

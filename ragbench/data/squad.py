@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ragbench.config.sweep import DatasetSpec
+from ragbench.data.spec import DatasetSpec
 from ragbench.data.dataset import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, Dataset, subset, validate_spans
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash

@@ -6,13 +6,12 @@ weights revision, so changing only retrieval settings (k, fusion, reranking) nev
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 import numpy as np
 
 from ragbench.core.cache import EmbedStats, VectorCache
-from ragbench.config.sweep import EmbedderSpec
+from ragbench.embedding.spec import EmbedderSpec
 from ragbench.core.hashing import text_hash
 from ragbench.embedding.models import load_sentence_transformer, resolve_model
 from ragbench.core.progress import log, progress
@@ -27,15 +26,14 @@ def model_key(spec: EmbedderSpec) -> str:
     return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
 
 
-def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache, segment_rows: int | None = None,
-                return_vectors: bool = True) -> tuple[np.ndarray | None, EmbedStats]:
+def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache, segment_rows: int = 512,
+                return_vectors: bool = True, reserve_bytes: int = 200 * 1024 * 1024) -> tuple[np.ndarray | None, EmbedStats]:
     """Vectors for ``texts`` (row i for text i), computing only what the cache lacks.
 
     Missing texts are de-duplicated, sorted by length (less padding per batch), encoded in segments of
     ``segment_rows`` and each segment is stored as soon as it is done, so an interrupted run resumes where it died.
     With ``return_vectors=False`` nothing is held in memory beyond one segment (the index streams from the cache).
     """
-    segment_rows = segment_rows or int(os.environ.get("RAGBENCH_EMBED_SEGMENT_ROWS", "512"))
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
     key = model_key(spec)
     hashes = [text_hash(prompt + t) for t in texts]
@@ -43,7 +41,8 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
     known = cache.known(key, role)
     missing = sorted((h for h in unique if h not in known), key=lambda h: -len(unique[h]))
     if missing:
-        ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts")
+        ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts",
+                          reserve_bytes=reserve_bytes)
         model = load_sentence_transformer(spec.model, spec.max_seq_length)
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
             for i in range(0, len(missing), segment_rows):

@@ -26,9 +26,15 @@ from pathlib import Path
 
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import file_sha256, stable_hash
+from ragbench.core.settings import hub_downloads_allowed
 
-os.environ.setdefault("HF_HUB_OFFLINE", "0" if os.environ.get("RAGBENCH_ALLOW_DOWNLOAD") == "1" else "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+_revision_memo: Path | None = None  # where weight-file hashes are memoised (set by configure_revision_memo)
+
+
+def configure_revision_memo(path: Path | None) -> None:
+    """Memoise weight revisions (by size + mtime of the files) in ``path`` (None: in memory only)."""
+    global _revision_memo
+    _revision_memo = Path(path) if path is not None else None
 
 
 def _gt_minilm() -> Path:
@@ -77,15 +83,17 @@ def _weights_revision(path: Path) -> str:
     files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".safetensors", ".bin", ".json", ".txt"}
                    and "__pycache__" not in p.parts)
     stamp = stable_hash([(str(p.relative_to(path)), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
-    memo = Path(os.environ.get("RAGBENCH_HOME", ".ragbench")) / "cache" / "revisions.json"
+    memo = _revision_memo
     try:
-        known = json.loads(memo.read_text())
+        known = json.loads(memo.read_text()) if memo is not None else {}
     except (OSError, ValueError):
         known = {}
     if stamp in known:
         return known[stamp]
     rev = stable_hash([(str(p.relative_to(path)), file_sha256(p)) for p in files], 12)
     known[stamp] = rev
+    if memo is None:
+        return rev
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_suffix(f".{os.getpid()}.tmp")
@@ -110,7 +118,7 @@ def resolve_model(name: str) -> ResolvedModel:
     local = Path(name).expanduser()
     if local.is_dir():
         return ResolvedModel(name, local.name, local, "st", _weights_revision(local))
-    if os.environ.get("HF_HUB_OFFLINE") == "0":
+    if hub_downloads_allowed():
         return ResolvedModel(name, name, None, "hub", "hub-latest")
     try:
         from huggingface_hub import snapshot_download

@@ -17,6 +17,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
+from pydantic import Field
+
+from ragbench.core.spec import Spec
+
+
+class AnnFidelitySpec(Spec):
+    """For every dense config, recall@k of HNSW results against exact search, over a sweep of ``hnsw_ef``."""
+
+    enabled: bool = True
+    k: int = Field(10, gt=0)
+    ef_values: tuple[int, ...] = (16, 32, 64, 128, 256)
 
 ANN_SCHEMA = {"hnsw_ef": pl.Int64, "configured": pl.Boolean, "k": pl.Int64, "depth": pl.Int64,
               "recall_vs_exact": pl.Float64, "ms_per_query_ann": pl.Float64, "ms_per_query_exact": pl.Float64}

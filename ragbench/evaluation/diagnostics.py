@@ -21,7 +21,18 @@ from collections.abc import Collection
 
 import polars as pl
 
-from ragbench.retrieval.fusion import check_run
+from ragbench.core.schemas import check_run
+from pydantic import Field
+
+from ragbench.core.spec import Spec
+
+
+class DiagnosticsSpec(Spec):
+    """Reachability split: a query's first relevant document within k (hit), in the top ``pool`` but below k
+    (ranked badly: a reranker's job), or not in the pool (unreachable: a representation problem)."""
+
+    k: int = Field(10, gt=0)
+    pool: int = Field(50, gt=0)
 
 CATEGORIES = ("hit", "ranked_badly", "unreachable", "unlabelled")
 REACHABILITY_SCHEMA = {"query_id": pl.String, "first_relevant_rank": pl.Int32, "category": pl.String}

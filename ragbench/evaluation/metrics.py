@@ -19,55 +19,43 @@ A query with no relevant label gets NaN for every measure: it is excluded from m
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import polars as pl
+from pydantic import Field, field_validator
 
-from ragbench.config.sweep import MetricsSpec
-
-PER_QUERY_SCHEMA = {"query_id": pl.String, "measure": pl.String, "value": pl.Float64}
-
-
-@dataclass(frozen=True)
-class Measure:
-    """A measure at a cutoff, e.g. ``Measure("ndcg", 10)`` is ``ndcg@10``."""
-
-    name: str
-    k: int
-    gain: str = "exponential"
-
-    def __str__(self) -> str:
-        return f"{self.name}@{self.k}"
-
-    def compute(self, gains: np.ndarray, ideal: np.ndarray, n_relevant: int) -> float:
-        """Value for one query. ``gains``: labels of the ranked docs in order; ``ideal``: all judged labels."""
-        if n_relevant == 0:
-            return math.nan
-        top = gains[: self.k]
-        hits = top > 0
-        match self.name:
-            case "recall":
-                return float(hits.sum()) / n_relevant
-            case "precision":
-                return float(hits.sum()) / self.k
-            case "hit":
-                return float(hits.any())
-            case "mrr":
-                first = np.flatnonzero(hits)
-                return 1.0 / (first[0] + 1) if len(first) else 0.0
-            case "ndcg":
-                g = _gain(top, self.gain)
-                discounts = 1.0 / np.log2(np.arange(2, len(top) + 2))
-                best = np.sort(ideal)[::-1][: self.k]
-                idcg = float((_gain(best, self.gain) / np.log2(np.arange(2, len(best) + 2))).sum())
-                return float((g * discounts).sum()) / idcg if idcg > 0 else 0.0
-        raise ValueError(f"unknown measure {self.name!r}")
+from ragbench.core.spec import Spec
+from ragbench.evaluation.measures import RANK_MEASURES, Measure
+from ragbench.core.schemas import PER_QUERY_SCHEMA
 
 
-def _gain(labels: np.ndarray, convention: str) -> np.ndarray:
-    labels = np.clip(labels.astype(np.float64), 0, None)
-    return np.exp2(labels) - 1.0 if convention == "exponential" else labels
+class MetricsSpec(Spec):
+    measures: tuple[str, ...] = Field(("recall", "precision", "mrr", "ndcg", "hit"), description="registered rank "
+                                      "measures (ragbench.evaluation.measures), each computed at every cutoff")
+    cutoffs: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+    gain: Literal["exponential", "linear"] = "exponential"
+    primary: str = "ndcg@10"
+    spans: bool = Field(True, description="span-level and budget-matched metrics when the dataset has span labels")
+    show: tuple[str, ...] | None = Field(None, description="columns of the printed leaderboard (any measure, e.g. "
+                                         "span_recall@5, evidence_recall@512tok, chunkstat_spans_split)")
+    budgets: tuple[int, ...] = Field((256, 512, 1024, 2048), description="context budgets in tokens (tokenizer "
+                                     "of the embedder) for evidence_recall@{N}tok")
+
+    @field_validator("measures")
+    @classmethod
+    def _registered(cls, v):
+        unknown = [m for m in v if m not in RANK_MEASURES]
+        if unknown:
+            raise ValueError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(sorted(RANK_MEASURES))}")
+        return v
+
+    @field_validator("cutoffs", "budgets")
+    @classmethod
+    def _positive(cls, v):
+        if not v or any(k <= 0 for k in v):
+            raise ValueError("must be a non-empty list of positive integers")
+        return tuple(sorted(set(v)))
 
 
 def measures_from_spec(spec: MetricsSpec) -> list[Measure]:

@@ -23,6 +23,17 @@ import re
 from collections.abc import Sequence
 
 import polars as pl
+from pydantic import Field
+
+from ragbench.core.spec import Spec
+
+
+class QueryClassSpec(Spec):
+    """Classes for queries the dataset leaves unclassified: first matching ``(class, regex)`` rule wins."""
+
+    rules: tuple[tuple[str, str], ...] | None = Field(None, description="default: identifier-like tokens")
+    default: str = "natural"
+    override: bool = False
 
 IDENTIFIER_PATTERN = "|".join([
     r"\b[A-Z][A-Z0-9]+-\d{2,}\b",                               # NMB-4013, HTTP-429

@@ -1,7 +1,7 @@
 """Span-aware judging: a chunk run scored against character-span labels, so every chunker meets the same ground truth.
 
-Inputs are the stage tables: ``chunk_run`` (:data:`ragbench.retrieval.base.RUN_SCHEMA`), ``chunks``
-(:data:`ragbench.chunking.base.CHUNK_SCHEMA`, offsets ``[start, end)`` into the document) and ``spans``
+Inputs are the stage tables: ``chunk_run`` (:data:`ragbench.core.schemas.RUN_SCHEMA`), ``chunks``
+(:data:`ragbench.core.schemas.CHUNK_SCHEMA`, offsets ``[start, end)`` into the document) and ``spans``
 (:data:`ragbench.data.dataset.SPANS_SCHEMA`). Evidence is the spans with relevance > 0; overlapping spans of one
 (query, doc) are first merged into their union with the maximum relevance (what
 :func:`ragbench.data.dataset.validate_spans` already does for loaded datasets), so no character is counted twice.

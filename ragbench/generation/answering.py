@@ -1,7 +1,7 @@
 """End-to-end answering: retrieved chunks -> LLM answers -> graded accuracy, the oracle test and the k sweep.
 
 Plain functions over the stage tables (``dataset`` = :class:`ragbench.data.dataset.Dataset`, ``chunk_run`` =
-:data:`ragbench.retrieval.base.RUN_SCHEMA`, ``chunks`` = :data:`ragbench.chunking.base.CHUNK_SCHEMA`) and a
+:data:`ragbench.core.schemas.RUN_SCHEMA`, ``chunks`` = :data:`ragbench.core.schemas.CHUNK_SCHEMA`) and a
 :class:`ragbench.generation.llm.client.ChatClient` (any OpenAI-compatible endpoint; the local llama-server by default).
 
 Conventions

@@ -8,16 +8,16 @@ failure is remembered and every config that needs it fails with the same clear m
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import polars as pl
 
 from ragbench.generation.answering import (ANSWER_SCHEMA, answer_queries, context_hits, k_sweep, oracle_test, summarize_answers,
                         verdict_counts)
-from ragbench.config.sweep import GenerationSpec
+from ragbench.generation.spec import GenerationSpec
 from ragbench.data.dataset import Dataset
 from ragbench.generation.llm.context import DEFAULT_INSTRUCTION, ContextSpec
 from ragbench.core.progress import log
+from ragbench.core.settings import Settings
 
 
 def context_spec(spec: GenerationSpec) -> ContextSpec:
@@ -30,8 +30,8 @@ def context_spec(spec: GenerationSpec) -> ContextSpec:
 class Generator:
     """The sweep's LLM endpoint: ``client()`` starts it on first use; ``stop()`` always ends a local server."""
 
-    def __init__(self, spec: GenerationSpec, home: Path):
-        self.spec, self.home = spec, Path(home)
+    def __init__(self, spec: GenerationSpec, settings: Settings):
+        self.spec, self.settings = spec, settings
         self._server = None
         self._client = None
         self._failure: Exception | None = None
@@ -54,7 +54,8 @@ class Generator:
         if s.endpoint == "local":
             from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
 
-            self._server = LocalLLMServer(locate_llama_server(), locate_model(s.model), ctx=s.server.ctx,
+            self._server = LocalLLMServer(locate_llama_server(self.settings), locate_model(self.settings, s.model),
+                                          ctx=s.server.ctx,
                                           parallel=s.server.parallel, threads=s.server.threads,
                                           startup_timeout=s.server.startup_timeout).start()
             base_url, model = self._server.base_url, self._server.model_id
@@ -63,7 +64,8 @@ class Generator:
             base_url, model = s.endpoint, s.model
         return ChatClient(base_url, model, temperature=s.temperature, max_tokens=s.max_tokens, timeout=s.timeout,
                           retries=s.retries, concurrency=s.concurrency, api_key_env=s.api_key_env,
-                          cache_dir=self.home / "cache" / "llm", extra_body=s.extra_body)
+                          api_key=self.settings.secret(s.api_key_env), cache_dir=self.settings.home / "cache" / "llm",
+                          extra_body=s.extra_body)
 
     @property
     def model_id(self) -> str:

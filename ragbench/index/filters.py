@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragbench.retrieval.fusion import check_run
+from ragbench.core.schemas import check_run
 
 META_KEY = "meta"
 _RANGE_OPS = ("gte", "gt", "lte", "lt")

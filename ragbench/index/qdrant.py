@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragbench.config.sweep import IndexSpec
+from ragbench.index.spec import IndexSpec
 from ragbench.core.errors import IndexMismatchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
@@ -313,9 +313,9 @@ class ClientIndex:
             self.client.close()
 
 
-def open_index(home: Path):
-    """The engine the environment asks for: ``RAGBENCH_QDRANT_URL`` (a server, or ``:memory:``) or embedded Edge."""
-    url = os.environ.get("RAGBENCH_QDRANT_URL")
-    if url:
-        return ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
-    return EdgeIndex(home)
+def open_index(settings):
+    """The engine the settings ask for: a Qdrant server (``qdrant_url``, or ``:memory:``) or embedded Qdrant Edge
+    under the home."""
+    if settings.qdrant_url:
+        return ClientIndex(settings.qdrant_url, settings.qdrant_api_key)
+    return EdgeIndex(settings.home)

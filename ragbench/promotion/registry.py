@@ -46,6 +46,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.settings import Settings
 from ragbench.core.progress import log
 from ragbench.reporting.report import resolve_config_id, resolve_sweep_id, sweep_primary
 from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
@@ -235,34 +236,32 @@ def edge_aliases_path(home: Path) -> Path:
     return Path(home) / "qdrant-edge" / "aliases.json"
 
 
-def collection_alias(home: Path, alias: str = ALIAS) -> str | None:
-    """The collection ``alias`` points at (Qdrant server when ``RAGBENCH_QDRANT_URL`` is set, else Edge)."""
-    url = os.environ.get("RAGBENCH_QDRANT_URL")
-    if url:
+def collection_alias(settings: Settings, alias: str = ALIAS) -> str | None:
+    """The collection ``alias`` points at (on the Qdrant server when the settings name one, else Edge)."""
+    if settings.qdrant_url:
         from ragbench.index.qdrant import ClientIndex
 
-        idx = ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
+        idx = ClientIndex(settings.qdrant_url, settings.qdrant_api_key)
         try:
             return next((a.collection_name for a in idx.client.get_aliases().aliases if a.alias_name == alias),
                         None)
         finally:
             idx.close()
-    path = edge_aliases_path(home)
+    path = edge_aliases_path(settings.home)
     try:
         return json.loads(path.read_text()).get(alias)
     except FileNotFoundError:
         return None
 
 
-def set_collection_alias(home: Path, collection: str | None, alias: str = ALIAS) -> None:
+def set_collection_alias(settings: Settings, collection: str | None, alias: str = ALIAS) -> None:
     """Point ``alias`` at ``collection`` atomically (None removes the alias)."""
-    url = os.environ.get("RAGBENCH_QDRANT_URL")
-    if url:
+    if settings.qdrant_url:
         from qdrant_client import models
 
         from ragbench.index.qdrant import ClientIndex
 
-        idx = ClientIndex(url, os.environ.get("RAGBENCH_QDRANT_API_KEY"))
+        idx = ClientIndex(settings.qdrant_url, settings.qdrant_api_key)
         try:
             ops = []
             if any(a.alias_name == alias for a in idx.client.get_aliases().aliases):
@@ -275,7 +274,7 @@ def set_collection_alias(home: Path, collection: str | None, alias: str = ALIAS)
         finally:
             idx.close()
         return
-    path = edge_aliases_path(home)
+    path = edge_aliases_path(settings.home)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         aliases = json.loads(path.read_text())
@@ -310,18 +309,18 @@ def _mlflow_at(uri: str):
     yield mlflow
 
 
-def _register_model(home: Path, payload: dict, decision: GateDecision | None, *, model_name: str, tags: dict) -> str:
+def _register_model(settings: Settings, payload: dict, decision: GateDecision | None, *, model_name: str, tags: dict) -> str:
     """Log the pyfunc retriever and register it as a new version of ``model_name``; returns the version."""
     from mlflow.tracking import MlflowClient
 
     from ragbench.promotion.serving import CONFIG_ARTIFACT, RetrieverModel
     from ragbench.results.tracking import default_tracking_uri
 
-    uri = default_tracking_uri(home)
+    uri = default_tracking_uri(settings)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     exp = client.get_experiment_by_name(PROMOTIONS_EXPERIMENT)
     exp_id = exp.experiment_id if exp else client.create_experiment(
-        PROMOTIONS_EXPERIMENT, artifact_location=(Path(home) / "mlartifacts").resolve().as_uri()
+        PROMOTIONS_EXPERIMENT, artifact_location=(Path(settings.home) / "mlartifacts").resolve().as_uri()
         if uri.startswith("sqlite") else None)
     with tempfile.TemporaryDirectory() as tmp, _mlflow_at(uri) as mlflow:
         cfg_path = Path(tmp) / f"{CONFIG_ARTIFACT}.json"
@@ -344,12 +343,12 @@ def _register_model(home: Path, payload: dict, decision: GateDecision | None, *,
     return str(version)
 
 
-def _set_model_alias(home: Path, model_name: str, version: str | None, alias: str = ALIAS) -> None:
+def _set_model_alias(settings: Settings, model_name: str, version: str | None, alias: str = ALIAS) -> None:
     from mlflow.tracking import MlflowClient
 
     from ragbench.results.tracking import default_tracking_uri
 
-    uri = default_tracking_uri(home)
+    uri = default_tracking_uri(settings)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     if version is None:
         try:
@@ -362,8 +361,8 @@ def _set_model_alias(home: Path, model_name: str, version: str | None, alias: st
 
 # ---------------------------------------------------------------- promote / rollback
 def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | None = None, alpha: float = 0.05,
-            force: bool = False, reason: str | None = None, who: str | None = None, home: Path | None = None,
-            model_name: str = MODEL_NAME) -> Promotion:
+            force: bool = False, reason: str | None = None, who: str | None = None,
+            settings: Settings | None = None, model_name: str = MODEL_NAME) -> Promotion:
     """Promote a config of a sweep to production if the gate allows it (or ``force`` with a ``reason``).
 
     Parameters
@@ -380,8 +379,8 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
         Promote despite the gate; ``reason`` is required and recorded.
     who : str, optional
         Recorded as the promoter (default: the OS user).
-    home : Path, optional
-        The ragbench home (default: the store's folder): MLflow store, collections, cache.
+    settings : Settings, optional
+        Where the MLflow store, collections and cache are (default: the embedded stores, with the store's folder as home).
 
     Raises
     ------
@@ -392,7 +391,8 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
 
     if force and not (reason and reason.strip()):
         raise RagbenchError("--force needs --reason TEXT: say why the gate is overridden (it is recorded)")
-    home = Path(home) if home else store.path.parent
+    settings = settings or Settings(home=store.path.parent)
+    home = settings.home
     sweep_id = resolve_sweep_id(store, sweep_id)
     config_id = resolve_config_id(store, sweep_id, config)
     decision = check_gate(store, sweep_id, config_id, primary=primary, alpha=alpha)
@@ -408,18 +408,18 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
     fp = sweep["dataset_fingerprint"]
     collection = config_collection(spec, fp)
     dataset_spec = json.loads(sweep["spec_json"]).get("dataset")
-    who = who or _user()
+    who = who or _user(settings)
     previous = production(store)
 
     payload = model_payload(spec, fp, home, dataset_spec, name=row["name"], sweep_id=sweep_id, config_id=config_id)
-    version = _register_model(home, payload, decision, model_name=model_name, tags={
+    version = _register_model(settings, payload, decision, model_name=model_name, tags={
         "ragbench.kind": "promotion", "ragbench.sweep_id": sweep_id, "ragbench.config_id": config_id,
         "ragbench.dataset_fingerprint": fp, "ragbench.forced": force, "ragbench.who": who,
         "ragbench.reason": reason or "", "ragbench.evidence": decision.evidence})
-    prev_target = collection_alias(home)
-    _set_model_alias(home, model_name, version)
+    prev_target = collection_alias(settings)
+    _set_model_alias(settings, model_name, version)
     try:
-        set_collection_alias(home, collection)
+        set_collection_alias(settings, collection)
         now = datetime.now(timezone.utc)
         with store.connect() as con:
             con.execute(PROMOTIONS_DDL)
@@ -437,9 +437,9 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
                 raise
     except BaseException:
         # put the aliases back where they were: production is the previous record, or nothing
-        _set_model_alias(home, model_name, previous.mlflow_model_version if previous else None)
+        _set_model_alias(settings, model_name, previous.mlflow_model_version if previous else None)
         try:
-            set_collection_alias(home, prev_target)
+            set_collection_alias(settings, prev_target)
         except Exception as e:  # pragma: no cover - best effort
             log.error("could not restore the Qdrant alias to %s: %s", prev_target, e)
         raise
@@ -448,7 +448,7 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
     return production(store)
 
 
-def rollback(store: ResultStore, *, home: Path | None = None) -> Promotion:
+def rollback(store: ResultStore, *, settings: Settings | None = None) -> Promotion:
     """Restore the promotion before the live one (MLflow alias, Qdrant alias, DuckDB record); returns it.
 
     Raises
@@ -456,7 +456,7 @@ def rollback(store: ResultStore, *, home: Path | None = None) -> Promotion:
     PromotionRefused
         Nothing is in production, or the live promotion is the first one (nothing to go back to).
     """
-    home = Path(home) if home else store.path.parent
+    settings = settings or Settings(home=store.path.parent)
     live = production(store)
     if live is None:
         raise PromotionRefused("nothing is in production: no promotion to roll back")
@@ -465,9 +465,9 @@ def rollback(store: ResultStore, *, home: Path | None = None) -> Promotion:
         raise PromotionRefused(f"no previous promotion to roll back to: {live.name} (promoted "
                                f"{live.promoted_at:%Y-%m-%d %H:%M}) is the first one still standing")
     prev = earlier[0]
-    _set_model_alias(home, prev.model_name, prev.mlflow_model_version)
+    _set_model_alias(settings, prev.model_name, prev.mlflow_model_version)
     try:
-        set_collection_alias(home, prev.collection)
+        set_collection_alias(settings, prev.collection)
         with store.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
@@ -480,16 +480,16 @@ def rollback(store: ResultStore, *, home: Path | None = None) -> Promotion:
                 con.execute("ROLLBACK")
                 raise
     except BaseException:
-        _set_model_alias(home, live.model_name, live.mlflow_model_version)
-        set_collection_alias(home, live.collection)
+        _set_model_alias(settings, live.model_name, live.mlflow_model_version)
+        set_collection_alias(settings, live.collection)
         raise
     log.info("rolled back %s; production is %s again (%s version %s)", live.name, prev.name, prev.model_name,
              prev.mlflow_model_version)
     return production(store)
 
 
-def _user() -> str:
+def _user(settings: Settings) -> str:
     try:
         return getpass.getuser()
     except Exception:  # no login name in some containers
-        return os.environ.get("USER", "unknown")
+        return settings.user

@@ -19,19 +19,15 @@ from typing import Any
 
 import polars as pl
 from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promotion/explain load serving lazily
-from pydantic import TypeAdapter
 
 from ragbench.core.cache import ChunkCache, VectorCache
-from ragbench.config.sweep import ChunkerSpec, DatasetSpec, EmbedderSpec, IndexSpec, RetrieverSpec, RunConfig
+from ragbench.config import CHUNKERS, RETRIEVERS, DatasetSpec, EmbedderSpec, IndexSpec, RunConfig
 from ragbench.core.errors import RagbenchError
+from ragbench.core.settings import Settings
 
 #: Columns of :meth:`ProductionRetriever.search`: one row per (query, rank), best first.
 RESULT_SCHEMA = {"query_index": pl.Int64, "query": pl.String, "rank": pl.Int32, "chunk_id": pl.String,
                  "doc_id": pl.String, "score": pl.Float64, "text": pl.String}
-
-_CHUNKER = TypeAdapter(ChunkerSpec)
-_RETRIEVER = TypeAdapter(RetrieverSpec)
-
 
 @dataclass(frozen=True)
 class ParsedConfig:
@@ -48,13 +44,13 @@ def parse_config(spec: dict) -> ParsedConfig:
     if not isinstance(spec, dict) or not {"chunker", "retriever"} <= spec.keys():
         raise RagbenchError(f"not a ragbench config spec (needs 'chunker' and 'retriever'): {spec!r:.200}")
     try:
-        chunker = _CHUNKER.validate_python(spec["chunker"])
-        retriever = _RETRIEVER.validate_python(spec["retriever"])
+        chunker = CHUNKERS.parse(spec["chunker"])
+        retriever = RETRIEVERS.parse(spec["retriever"])
         embedder = EmbedderSpec.model_validate(spec["embedder"]) if spec.get("embedder") else None
         index = IndexSpec.model_validate(spec["index"]) if spec.get("index") else None
     except Exception as e:  # pydantic ValidationError: say which spec it was
         raise RagbenchError(f"invalid stored config spec: {e}") from None
-    if retriever.kind in ("dense", "hybrid") and (embedder is None or index is None):
+    if retriever.uses_embedder and (embedder is None or index is None):
         raise RagbenchError(f"a {retriever.kind} config spec needs 'embedder' and 'index'")
     return ParsedConfig(chunker, embedder, retriever, index)
 
@@ -62,16 +58,12 @@ def parse_config(spec: dict) -> ParsedConfig:
 def config_collection(spec: dict, dataset_fingerprint: str, sparse: bool = False) -> str | None:
     """The Qdrant collection a dense or hybrid config searches (as named by the sweep's index stage; ``sparse``:
     the one with Qdrant-BM25 vectors that ``engine: qdrant`` hybrids use); None for BM25."""
-    from ragbench.embedding.embed import model_key
-    from ragbench.index.qdrant import collection_name
-    from ragbench.sweep.orchestrator import PAYLOAD_VERSION
+    from ragbench.index.build import collection_for
 
     p = parse_config(spec)
     if p.embedder is None:
         return None
-    return collection_name(dataset_fingerprint, p.chunker.spec_id, model_key(p.embedder),
-                           p.embedder.document_prompt, p.index,
-                           payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))
+    return collection_for(dataset_fingerprint, p.chunker, p.embedder, p.index, sparse=sparse)
 
 
 def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dict | None = None) -> pl.DataFrame:
@@ -82,7 +74,7 @@ def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dic
     RagbenchError
         Chunks are not cached and no dataset spec was given, or the dataset changed since (fingerprint differs).
     """
-    from ragbench.chunking.base import chunk_corpus
+    from ragbench.chunking import chunk_corpus
 
     cache = ChunkCache(Path(home) / "cache")
     key = ChunkCache.key(dataset_fingerprint, chunker.canonical())
@@ -114,13 +106,14 @@ class ProductionRetriever:
     (:func:`ragbench.retrieval.pipeline.retrieve`: first stage, fusion, rerank, small-to-big, filter). Build with
     :meth:`from_config`."""
 
-    def __init__(self, spec: dict, dataset_fingerprint: str, home: Path, chunks: pl.DataFrame,
+    def __init__(self, spec: dict, dataset_fingerprint: str, settings: Settings, chunks: pl.DataFrame,
                  parsed: ParsedConfig, collection: str | None, corpus: pl.DataFrame):
-        from ragbench.retrieval.pipeline import RetrievalResources
+        from ragbench.retrieval import RetrievalResources
 
         self.spec = spec
         self.dataset_fingerprint = dataset_fingerprint
-        self.home = Path(home)
+        self.settings = settings
+        self.home = Path(settings.home)
         self.chunks = chunks
         self.parsed = parsed
         self.collection = collection
@@ -130,7 +123,7 @@ class ProductionRetriever:
         self._resources = RetrievalResources(chunks, vector_cache=VectorCache(self.home / "cache"))
 
     @classmethod
-    def from_config(cls, spec: dict, dataset_fingerprint: str, home: Path,
+    def from_config(cls, spec: dict, dataset_fingerprint: str, settings: Settings,
                     dataset_spec: dict | None = None) -> "ProductionRetriever":
         """Load a config as stored in ``configs.spec_json``, for the dataset it was evaluated on.
 
@@ -140,14 +133,14 @@ class ProductionRetriever:
             The stored config spec.
         dataset_fingerprint : str
             Fingerprint of the dataset (``configs.dataset_fingerprint``): keys the chunk cache and the collection.
-        home : Path
-            The ragbench home holding the cache and the embedded Qdrant collections.
+        settings : Settings
+            Its home holds the cache and the embedded Qdrant collections (or ``qdrant_url`` names the server).
         dataset_spec : dict, optional
             ``sweeps.spec_json["dataset"]``: lets the chunks be rebuilt if the cache was cleared, and gives the
             document metadata that metadata filters and small-to-big parents need.
         """
         parsed = parse_config(spec)
-        chunks = load_chunks(parsed.chunker, dataset_fingerprint, home, dataset_spec)
+        chunks = load_chunks(parsed.chunker, dataset_fingerprint, settings.home, dataset_spec)
         r = parsed.retriever
         if (r.filter or r.parents) and dataset_spec is None:
             raise RagbenchError("this config filters on metadata or returns parents: it needs the dataset spec")
@@ -155,16 +148,16 @@ class ProductionRetriever:
                   else chunks.select("doc_id").unique().with_columns(title=pl.lit(""), text=pl.lit(""),
                                                                       metadata=pl.lit("{}")))
         collection = config_collection(spec, dataset_fingerprint)
-        self = cls(spec, dataset_fingerprint, home, chunks, parsed, collection, corpus)
+        self = cls(spec, dataset_fingerprint, settings, chunks, parsed, collection, corpus)
         if collection is not None:
             from ragbench.index.qdrant import open_index
 
-            self._index = open_index(self.home)
+            self._index = open_index(self.settings)
             if self._index.meta(collection) is None:
                 raise RagbenchError(f"Qdrant collection {collection} of this config does not exist (or is "
                                     f"incomplete) under {self.home}; rerun the sweep that built it")
             self._resources.index, self._resources.collection = self._index, collection
-            if getattr(r, "engine", "library") == "qdrant":
+            if r.uses_sparse_collection:
                 self._resources.hybrid_collection = config_collection(spec, dataset_fingerprint, sparse=True)
         return self
 
@@ -175,7 +168,7 @@ class ProductionRetriever:
     def search(self, queries: list[str], k: int | None = None) -> pl.DataFrame:
         """Top ``k`` chunks (default: the config's retrieval depth) for each query, as :data:`RESULT_SCHEMA`."""
         from ragbench.data.dataset import QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA, Dataset
-        from ragbench.retrieval.pipeline import retrieve
+        from ragbench.retrieval import retrieve
 
         if isinstance(queries, str):
             queries = [queries]
@@ -247,12 +240,13 @@ class RetrieverModel(_PythonModel):
     _skip_type_hint_validation = True
 
     def load_context(self, context) -> None:
-        import os
+        from ragbench.core.settings import Settings
 
         payload = json.loads(Path(context.artifacts[CONFIG_ARTIFACT]).read_text())
         self.payload = payload
-        home = Path(os.environ.get("RAGBENCH_SERVING_HOME") or payload["home"])
-        self.retriever = ProductionRetriever.from_config(payload["spec"], payload["dataset_fingerprint"], home,
+        settings = Settings.from_env()  # the serving process is an edge: its environment may move the home
+        settings = settings.with_home(settings.serving_home or payload["home"])
+        self.retriever = ProductionRetriever.from_config(payload["spec"], payload["dataset_fingerprint"], settings,
                                                          payload.get("dataset"))
 
     def predict(self, context, model_input, params: dict | None = None):

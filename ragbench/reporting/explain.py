@@ -31,6 +31,7 @@ from rich.text import Text
 from ragbench.core.errors import RagbenchError
 from ragbench.reporting.report import resolve_config_id, resolve_sweep_id
 from ragbench.results.store import ResultStore
+from ragbench.core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -96,16 +97,17 @@ class Explanation:
 
 
 def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id: str, deep: int = 100, *,
-            home: Path | None = None) -> Explanation:
+            settings: Settings | None = None) -> Explanation:
     """Explain ``query_id`` under one config of a sweep (``sweep_id`` may be ``latest``; config by id, id prefix or
-    name). ``home`` (default: the store's folder) holds the chunk cache and the collections."""
+    name). ``settings.home`` (default: the store's folder) holds the chunk cache and the collections."""
     from ragbench.promotion.serving import ProductionRetriever, load_chunks, load_dataset_checked, parse_config
 
     if deep <= 0:
         raise RagbenchError(f"deep must be positive, got {deep}")
     sweep_id = resolve_sweep_id(store, sweep_id)
     config_id = resolve_config_id(store, sweep_id, config_id_or_name)
-    home = Path(home) if home else store.path.parent
+    settings = settings or Settings(home=store.path.parent)
+    home = settings.home
     sweep = store.sweep(sweep_id)
     cfg = store.query("SELECT name, spec_json, status, error FROM configs WHERE sweep_id = ? AND config_id = ?",
                       [sweep_id, config_id]).row(0, named=True)
@@ -131,7 +133,7 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     stored_depth = int(parsed.retriever.depth)
     searched_deeper = False
     if not any(d in labels for d in run["doc_id"].head(deep).to_list()) and labels and deep > stored_depth:
-        retriever = ProductionRetriever.from_config(spec, sweep["dataset_fingerprint"], home, dataset_spec)
+        retriever = ProductionRetriever.from_config(spec, sweep["dataset_fingerprint"], settings, dataset_spec)
         try:
             run = retriever.search([query["text"]], deep).select("rank", "chunk_id", "doc_id", "score")
         finally:

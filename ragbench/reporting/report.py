@@ -30,6 +30,7 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import log
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.results.store import ResultStore
+from ragbench.core.settings import Settings
 
 #: Measures shown next to the primary one in leaderboards (when the sweep computed them).
 LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")
@@ -528,12 +529,12 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
-def write_html_report(store: ResultStore, sweep_id: str, out_dir: Path, *, home: Path | None = None,
+def write_html_report(store: ResultStore, sweep_id: str, out_dir: Path, *, settings: Settings | None = None,
                       log_to_mlflow: bool = True, report: SweepReport | None = None, **kwargs) -> Path:
     """Write ``report.html`` (self-contained) and the PNG plots into ``out_dir``; log them to MLflow.
 
     The files are logged under ``report/`` of the sweep's MLflow parent run (``sweeps.mlflow_run_id``) with the
-    tracking URI :func:`ragbench.results.tracking.default_tracking_uri` of ``home`` (default: the store's folder). When the
+    tracking URI :func:`ragbench.results.tracking.default_tracking_uri` of ``settings`` (default: the store's folder). When the
     sweep has no MLflow run or MLflow is unreachable, the report is still written and a warning says why.
 
     Returns
@@ -548,11 +549,11 @@ def write_html_report(store: ResultStore, sweep_id: str, out_dir: Path, *, home:
     path = out_dir / "report.html"
     path.write_text(render_html(report, plots), encoding="utf-8")
     if log_to_mlflow:
-        log_report_to_mlflow(report, [path, *plots.values()], Path(home) if home else store.path.parent)
+        log_report_to_mlflow(report, [path, *plots.values()], settings or Settings(home=store.path.parent))
     return path
 
 
-def log_report_to_mlflow(report: SweepReport, paths: list[Path], home: Path) -> str | None:
+def log_report_to_mlflow(report: SweepReport, paths: list[Path], settings: Settings) -> str | None:
     """Log files as artifacts (``report/``) of the sweep's parent run; returns the run id, or None if not logged."""
     if not report.mlflow_run_id:
         log.info("sweep %s has no MLflow run; report not logged to MLflow", report.sweep_id)
@@ -562,7 +563,7 @@ def log_report_to_mlflow(report: SweepReport, paths: list[Path], home: Path) -> 
     try:
         from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(tracking_uri=default_tracking_uri(home))
+        client = MlflowClient(tracking_uri=default_tracking_uri(settings))
         for p in paths:
             client.log_artifact(report.mlflow_run_id, str(p), artifact_path="report")
     except Exception as e:  # the report is on disk either way; MLflow is for browsing

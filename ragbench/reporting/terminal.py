@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ragbench.generation.answering import VERDICTS
-from ragbench.sweep.orchestrator import SweepResult
+from ragbench.results.outcomes import SweepResult
 
 LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@{max_k}", "mrr@10", "precision@10")
 

@@ -21,6 +21,7 @@ import duckdb
 import polars as pl
 
 from ragbench.core.errors import StoreBusyError
+from ragbench.results.outcomes import ConfigResult
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -143,43 +144,41 @@ class ResultStore:
                                [sweep_id]).fetchall()
         return {r[0] for r in rows}
 
-    def write_config(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str, *,
-                     metrics: pl.DataFrame, per_query: pl.DataFrame, rankings: pl.DataFrame, n_queries: int,
-                     n_unlabelled: int, ms_per_query: float | None, mlflow_run_id: str | None,
-                     chunk_stats: dict[str, float] | None = None, diagnostics: pl.DataFrame | None = None,
-                     ann: pl.DataFrame | None = None, answers: pl.DataFrame | None = None) -> None:
+    def write_config(self, sweep_id: str, result: ConfigResult, mlflow_run_id: str | None = None) -> None:
         """Replace this config's rows (all tables) in one transaction: complete or absent, never doubled."""
-        key = {"sweep_id": sweep_id, "config_id": config_id}
+        key = {"sweep_id": sweep_id, "config_id": result.config_id}
+        stats = result.chunk_stats
         tables = {
-            "config_metrics": metrics.select("measure", "mean", "n", "n_unlabelled"),
-            "query_metrics": per_query.select("query_id", "query_class", "measure", "value"),
-            "rankings": rankings.select("query_id", "rank", "chunk_id", "doc_id", "score"),
-            "chunk_stats": pl.DataFrame({"stat": list((chunk_stats or {}).keys()),
-                                         "value": list((chunk_stats or {}).values())},
+            "config_metrics": result.summary().select("measure", "mean", "n", "n_unlabelled"),
+            "query_metrics": result.per_query.select("query_id", "query_class", "measure", "value"),
+            "rankings": result.rankings.select("query_id", "rank", "chunk_id", "doc_id", "score"),
+            "chunk_stats": pl.DataFrame({"stat": list(stats), "value": list(stats.values())},
                                         schema={"stat": pl.String, "value": pl.Float64}),
         }
-        if diagnostics is not None:
-            tables["query_diagnostics"] = diagnostics.select("query_id", "first_relevant_rank", "category")
-        if ann is not None:
-            tables["ann_fidelity"] = ann.select("hnsw_ef", "configured", "k", "depth", "recall_vs_exact",
-                                                "ms_per_query_ann", "ms_per_query_exact")
-        if answers is not None:
-            tables["answers"] = answers
+        if result.diagnostics is not None:
+            tables["query_diagnostics"] = result.diagnostics.select("query_id", "first_relevant_rank", "category")
+        if result.ann is not None:
+            tables["ann_fidelity"] = result.ann.select("hnsw_ef", "configured", "k", "depth", "recall_vs_exact",
+                                                       "ms_per_query_ann", "ms_per_query_exact")
+        if result.answers is not None:
+            tables["answers"] = result.answers
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             try:
                 for table in PER_CONFIG_TABLES:
-                    con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
+                    con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?",
+                                [sweep_id, result.config_id])
                 for table, df in tables.items():
                     arrow = df.with_columns(**{k: pl.lit(v) for k, v in key.items()}).to_arrow()
                     con.register("incoming", arrow)
                     cols = ", ".join(["sweep_id", "config_id", *df.columns])
                     con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
                     con.unregister("incoming")
-                con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
+                con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, result.config_id])
                 con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'finished', NULL, ?, ?, ?, ?, ?)",
-                            [sweep_id, config_id, name, json.dumps(spec, sort_keys=True), dataset_fingerprint,
-                             n_queries, n_unlabelled, ms_per_query, mlflow_run_id, _now()])
+                            [sweep_id, result.config_id, result.name, json.dumps(result.spec, sort_keys=True),
+                             result.dataset_fingerprint, result.n_queries, result.n_unlabelled, result.ms_per_query,
+                             mlflow_run_id, _now()])
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
@@ -216,6 +215,19 @@ class ResultStore:
                         [run_id, sweep_id, config_id])
 
     # ---------------------------------------------------------------- reading
+    def stored_config_metrics(self, sweep_id: str) -> dict[str, tuple[dict[str, float], int, int]]:
+        """``config_id -> (metrics, n_queries, n_unlabelled)`` of the sweep's stored configs; metrics hold every
+        measure's mean and the chunk statistics as ``chunkstat_<stat>``."""
+        board = self.query("SELECT config_id, measure, mean FROM config_metrics WHERE sweep_id = ?", [sweep_id])
+        stats = self.query("SELECT config_id, stat, value FROM chunk_stats WHERE sweep_id = ?", [sweep_id])
+        counts = self.query("SELECT config_id, n_queries, n_unlabelled FROM configs WHERE sweep_id = ?", [sweep_id])
+        by_cfg: dict[str, dict[str, float]] = {}
+        for c, m, v in board.iter_rows():
+            by_cfg.setdefault(c, {})[m] = v
+        for c, m, v in stats.iter_rows():
+            by_cfg.setdefault(c, {})[f"chunkstat_{m}"] = v
+        return {c: (by_cfg.get(c, {}), q or 0, u or 0) for c, q, u in counts.iter_rows()}
+
     def query(self, sql: str, params: list | None = None) -> pl.DataFrame:
         """Run SQL read-only and return a polars DataFrame."""
         with self.connect(read_only=True) as con:

@@ -6,18 +6,20 @@ import json
 from pathlib import Path
 
 from ragbench.core.progress import log
+from ragbench.core.settings import Settings
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import Tracker, default_tracking_uri, sweep_params
 
 
-def sync_mlflow(home: Path, tracking_uri: str | None = None, sweep_id: str | None = None) -> int:
+def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
     """Log every stored config that has no MLflow run yet; returns how many were uploaded.
 
     Parent runs are found (or created) by the sweep-id tag and child runs by the config-id tag, so running this
     twice, or after a sweep that did log some configs, never creates duplicates.
     """
-    store = ResultStore(Path(home) / "results.duckdb")
-    uri = tracking_uri or default_tracking_uri(home)
+    home = Path(settings.home)
+    store = ResultStore(home / "results.duckdb")
+    uri = default_tracking_uri(settings)
     sweeps = store.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status FROM sweeps"
                          + (" WHERE sweep_id = ?" if sweep_id else ""), [sweep_id] if sweep_id else [])
     uploaded = 0

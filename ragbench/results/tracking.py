@@ -8,7 +8,6 @@ results can be uploaded later with ``ragbench sync-mlflow``.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -21,9 +20,9 @@ from ragbench.core.progress import log
 SWEEP_TAG, CONFIG_TAG = "ragbench.sweep_id", "ragbench.config_id"
 
 
-def default_tracking_uri(home: Path) -> str:
-    """``$MLFLOW_TRACKING_URI`` or a SQLite store under the ragbench home."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(Path(home) / 'mlflow.db').resolve()}"
+def default_tracking_uri(settings) -> str:
+    """The settings' MLflow URI (``$MLFLOW_TRACKING_URI``) or a SQLite store under the ragbench home."""
+    return settings.mlflow_tracking_uri or f"sqlite:///{(Path(settings.home) / 'mlflow.db').resolve()}"
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
@@ -158,13 +157,13 @@ def _probe(uri: str, timeout: float = 5.0) -> None:
             raise ConnectionError(f"MLflow health check answered {resp.status}")
 
 
-def open_tracker(home: Path, experiment: str, tracking_uri: str | None = None) -> Tracker | None:
+def open_tracker(settings, experiment: str) -> Tracker | None:
     """A tracker, or None (with a warning) when MLflow cannot be reached: results still land in DuckDB."""
-    uri = tracking_uri or default_tracking_uri(home)
+    uri = default_tracking_uri(settings)
     try:
         if uri.startswith(("http://", "https://")):
             _probe(uri)
-        return Tracker(uri, experiment, artifact_root=Path(home) / "mlartifacts")
+        return Tracker(uri, experiment, artifact_root=Path(settings.home) / "mlartifacts")
     except Exception as e:  # unreachable server, locked store: degrade, don't lose the sweep
         log.warning("MLflow at %s is unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` "
                     "later", uri, str(e).splitlines()[0][:200])

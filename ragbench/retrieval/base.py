@@ -1,25 +1,111 @@
-"""Retrieval stage: queries -> chunk rankings (a *run*), from BM25 (bm25s) or dense search (Qdrant).
+"""First-stage retrieval: queries -> chunk rankings (a *run*), one module per retriever kind.
 
-A run is a table with :data:`RUN_SCHEMA`: one row per (query, rank), ranks 1-based, best first. Rankings are of
-chunks; :mod:`ragbench.evaluation.judging` maps them back to documents and spans.
+A run is a table with :data:`~ragbench.core.schemas.RUN_SCHEMA`: one row per (query, rank), ranks 1-based, best
+first. Rankings are of chunks; :mod:`ragbench.evaluation.judging` maps them back to documents and spans.
+
+A retriever kind is a spec registered in :data:`RETRIEVERS` that implements :meth:`RetrieverSpec.first_stage`;
+reranking, small-to-big and metadata filters are shared knobs of every kind (see :mod:`.pipeline`).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
+from pydantic import Field
 
-from ragbench.config.sweep import BM25Params
-from ragbench.index.qdrant import Hits
+from ragbench.core.registry import Registry
+from ragbench.core.schemas import RUN_SCHEMA
+from ragbench.core.spec import Spec
+from ragbench.data.dataset import Dataset
+from ragbench.retrieval.parents import ParentsSpec
+from ragbench.retrieval.rerank import RERANKERS, RerankSpec
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines flood Prefect's console
 
-RUN_SCHEMA = {"query_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "doc_id": pl.String,
-              "score": pl.Float64}
+
+@dataclass
+class RetrievalResources:
+    """What a chunker's configs share: its chunks, BM25 indexes by params, the dense collection, query vectors."""
+
+    chunks: pl.DataFrame
+    index: object | None = None
+    collection: str | None = None
+    hybrid_collection: str | None = None  # dense + Qdrant-BM25 sparse vectors, for engine: qdrant
+    query_vectors: np.ndarray | None = None
+    bm25: dict[str, Any] = field(default_factory=dict)
+    vector_cache: object | None = None
+    rerankers: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """A metadata filter as each engine applies it: a BM25 weight mask and an index filter (None: no filter)."""
+
+    bm25_mask: np.ndarray | None = None
+    index_filter: object | None = None
+
+
+@dataclass(frozen=True)
+class DenseSearch:
+    """The dense search a retriever runs: what ANN fidelity compares against exact search."""
+
+    depth: int
+    exact: bool
+    hnsw_ef: int | None
+
+
+class RetrieverSpec(Spec):
+    """Base of every first-stage retriever spec. Subclasses set ``kind``, implement :meth:`first_stage` and
+    :meth:`describe`, and register with ``@RETRIEVERS.register``."""
+
+    kind: str
+    name: str | None = None
+    depth: int = Field(100, gt=0, description="chunks fetched per query")
+    rerank: RERANKERS.field | None = None
+    parents: ParentsSpec | None = None
+    filter: dict[str, Any] | None = Field(None, description="metadata filter on the corpus' metadata fields, e.g. "
+                                          "{tenant: public} or {doc_type: [api, reference]}; recall is reported "
+                                          "with and without it")
+    #: True when the retriever searches dense vectors: it is paired with every embedder of the sweep
+    uses_embedder: ClassVar[bool] = False
+    #: True when it needs the collection that also holds Qdrant's own BM25 sparse vectors
+    uses_sparse_collection: ClassVar[bool] = False
+
+    def first_stage(self, ds: Dataset, res: RetrievalResources, embedder, filters: Filters) -> pl.DataFrame:
+        """The candidate run of every query of ``ds`` (before reranking), a filter applied inside each engine."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The automatic label of the first stage (knob suffixes are added by :attr:`label`)."""
+        return self.kind
+
+    def dense_search(self) -> DenseSearch | None:
+        """The dense search this retriever runs, if any."""
+        return None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        base = self.describe()
+        if self.rerank:
+            base += f" > rerank[{self.rerank.model.split('/')[-1]}@{self.rerank.top_n}]"
+        if self.parents:
+            base += f" > parents[{self.parents.mode}]"
+        if self.filter:
+            base += " filter[" + ",".join(f"{k}={v}" for k, v in self.filter.items()) + "]"
+        return base
+
+
+RETRIEVERS: Registry[RetrieverSpec] = Registry("retriever", RetrieverSpec)
+
+
+def retriever_label(spec: RetrieverSpec) -> str:
+    return spec.label
 
 
 @dataclass(frozen=True)
@@ -46,50 +132,3 @@ def run_from_hits(query_ids: list[str], chunks: pl.DataFrame, ids: list[np.ndarr
         "doc_id": doc_ids[flat] if len(flat) else np.zeros(0, dtype=object),
         "score": np.concatenate(scores) if scores else np.zeros(0),
     }, schema=RUN_SCHEMA)
-
-
-class BM25Index:
-    """bm25s over chunk ``index_text``: Lucene-variant BM25 by default, English stopwords, Snowball stemming.
-
-    score(q, d) = sum over query terms t of  idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
-    with Lucene's idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)).
-    """
-
-    def __init__(self, spec: BM25Params, texts: list[str]):
-        import bm25s
-
-        self.spec = spec
-        self._stemmer = _stemmer(spec.stemmer)
-        tokens = bm25s.tokenize(texts, stopwords=spec.stopwords, stemmer=self._stemmer, show_progress=False)
-        self.retriever = bm25s.BM25(k1=spec.k1, b=spec.b, method=spec.method)
-        self.retriever.index(tokens, show_progress=False)
-        self.n_docs = len(texts)
-
-    def search(self, queries: list[str], depth: int, weight_mask: np.ndarray | None = None) -> Hits:
-        """Top ``depth`` chunks per query; hits scoring 0 (no query term matched, or masked out by a metadata
-        filter's ``weight_mask``) are dropped, not ranked."""
-        import bm25s
-
-        tokens = bm25s.tokenize(queries, stopwords=self.spec.stopwords, stemmer=self._stemmer, show_progress=False)
-        k = min(depth, self.n_docs)
-        docs, scores = self.retriever.retrieve(tokens, k=k, show_progress=False, weight_mask=weight_mask)
-        ids, out_scores = [], []
-        for row_ids, row_scores in zip(docs, scores):
-            keep = row_scores > 0
-            ids.append(np.asarray(row_ids[keep], dtype=np.int64))
-            out_scores.append(np.asarray(row_scores[keep], dtype=np.float64))
-        return Hits(ids, out_scores)
-
-
-def _stemmer(language: str | None):
-    if not language:
-        return None
-    import Stemmer
-
-    return Stemmer.Stemmer(language)
-
-
-def timed(fn, *args, **kwargs):
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0

@@ -1,6 +1,6 @@
 """Rank fusion: several runs of the same chunks (dense, BM25, ...) -> one run.
 
-Both fusions work on run tables (:data:`ragbench.retrieval.base.RUN_SCHEMA`) keyed by ``(query_id, chunk_id)``, so the
+Both fusions work on run tables (:data:`ragbench.core.schemas.RUN_SCHEMA`) keyed by ``(query_id, chunk_id)``, so the
 lists must rank chunks of the same chunk table. A chunk missing from a list contributes nothing to its fused score.
 
 * :func:`rrf` -- reciprocal rank fusion (Cormack et al. 2009)::
@@ -15,7 +15,7 @@ lists must rank chunks of the same chunk table. A chunk missing from a list cont
 
 Ties of the fused score are broken deterministically: best (smallest) individual rank first, then ``chunk_id``.
 
-**Zero-score BM25 hits.** :class:`ragbench.retrieval.base.BM25Index` already drops hits scoring 0 (no query term
+**Zero-score BM25 hits.** :class:`ragbench.retrieval.bm25.BM25Index` already drops hits scoring 0 (no query term
 matched), and fusion expects that: a zero-score hit carries no evidence but would still earn ``w / (k + rank)``.
 For lists from elsewhere, pass ``drop_nonpositive`` to drop rows with ``score <= 0`` before fusing.
 
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.core.schemas import RUN_SCHEMA, check_run
 
 DEFAULT_RRF_K = 60
 
@@ -59,30 +59,6 @@ def _flags(flags: bool | Sequence[bool], n: int) -> list[bool]:
     if len(f) != n:
         raise ValueError(f"fusion: {len(f)} drop_nonpositive flags for {n} runs")
     return f
-
-
-def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:
-    """Validate a run table and return it with :data:`RUN_SCHEMA` column types.
-
-    Raises ``ValueError`` naming the problem: missing columns, ranks below 1, a chunk listed twice for a query, or
-    two chunks sharing a rank.
-    """
-    missing = [c for c in RUN_SCHEMA if c not in run.columns]
-    if missing:
-        raise ValueError(f"{what}: missing column(s) {', '.join(missing)}; a run needs {list(RUN_SCHEMA)}")
-    run = run.select([pl.col(c).cast(t) for c, t in RUN_SCHEMA.items()])
-    if run.height == 0:
-        return run
-    if run["rank"].min() < 1:
-        raise ValueError(f"{what}: ranks are 1-based; found rank {run['rank'].min()}")
-    dup = run.filter(pl.struct("query_id", "chunk_id").is_duplicated())
-    if dup.height:
-        q, c = dup.row(0, named=True)["query_id"], dup.row(0, named=True)["chunk_id"]
-        raise ValueError(f"{what}: chunk {c!r} is listed more than once for query {q!r}")
-    dup = run.filter(pl.struct("query_id", "rank").is_duplicated())
-    if dup.height:
-        raise ValueError(f"{what}: rank {dup['rank'][0]} appears twice for query {dup['query_id'][0]!r}")
-    return run
 
 
 def _long(runs: Sequence[pl.DataFrame], drop_nonpositive: bool | Sequence[bool]) -> pl.DataFrame:

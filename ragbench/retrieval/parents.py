@@ -19,13 +19,25 @@ chunk has the same id, and :func:`parent_chunks` gives a table in ``CHUNK_SCHEMA
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
-from ragbench.chunking.base import CHUNK_SCHEMA, markdown_headings
-from ragbench.retrieval.fusion import check_run
+from ragbench.chunking.markdown import markdown_headings
 from ragbench.core.hashing import stable_hash
-from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.core.schemas import CHUNK_SCHEMA, RUN_SCHEMA, check_run
+from ragbench.core.spec import Spec
+
+
+class ParentsSpec(Spec):
+    """Small-to-big: search small chunks, return their enclosing parent (markdown section or a fixed window)."""
+
+    mode: Literal["section", "window"] = "section"
+    window_chars: int = Field(2000, gt=0)
+    max_level: int = Field(6, ge=1, le=6)
+    align: Literal["grid", "center"] = "grid"
+
 
 PARENT_SCHEMA = {"chunk_id": pl.String, "parent_id": pl.String, "doc_id": pl.String, "parent_start": pl.Int64,
                  "parent_end": pl.Int64, "parent_text": pl.String}

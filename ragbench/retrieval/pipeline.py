@@ -1,45 +1,20 @@
-"""One configuration's retrieval pipeline: first stage (BM25, dense, or both fused) -> optional rerank ->
-optional small-to-big, with an optional metadata filter. Stages are the library's own modules; this module only
-composes them for a :class:`~ragbench.config.sweep.RunConfig`.
+"""One configuration's retrieval pipeline: first stage (any registered retriever kind) -> optional rerank ->
+optional small-to-big, with an optional metadata filter. The stages are modules of this package; this module only
+composes them for a :class:`~ragbench.config.RunConfig`.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
-from ragbench.config.sweep import EmbedderSpec, RunConfig
 from ragbench.data.dataset import Dataset
-from ragbench.embedding.embed import model_key
 from ragbench.index.filters import allowed_doc_ids, bm25_weight_mask, check_fields, filtered_shortfall, index_filter
-from ragbench.retrieval.fusion import convex, rrf
+from ragbench.retrieval.base import Filters, RetrievalResources, RetrieverSpec
 from ragbench.retrieval.parents import parent_chunks, parent_spans, small_to_big
-from ragbench.retrieval.rerank import BiEncoderRescorer, CrossEncoderReranker, rerank
-from ragbench.retrieval.base import BM25Index, run_from_hits
-
-
-@dataclass
-class RetrievalResources:
-    """What a chunker's configs share: its chunks, BM25 indexes by params, the dense collection, query vectors."""
-
-    chunks: pl.DataFrame
-    index: object | None = None
-    collection: str | None = None
-    hybrid_collection: str | None = None  # dense + Qdrant-BM25 sparse vectors, for engine: qdrant
-    query_vectors: np.ndarray | None = None
-    bm25: dict[str, BM25Index] = field(default_factory=dict)
-    vector_cache: object | None = None
-    rerankers: dict[str, object] = field(default_factory=dict)
-
-    def bm25_index(self, params) -> BM25Index:
-        key = params.spec_id if hasattr(params, "spec_id") else repr(params)
-        if key not in self.bm25:
-            self.bm25[key] = BM25Index(params, self.chunks["index_text"].to_list())
-        return self.bm25[key]
+from ragbench.retrieval.rerank import RerankSpec, rerank
 
 
 @dataclass(frozen=True)
@@ -55,54 +30,27 @@ class RetrievalOutput:
     unfiltered_run: pl.DataFrame | None = None
 
 
-def _bm25_run(ds: Dataset, res: RetrievalResources, params, depth: int, mask: np.ndarray | None) -> pl.DataFrame:
-    hits = res.bm25_index(params).search(ds.queries["text"].to_list(), depth, weight_mask=mask)
-    return run_from_hits(ds.queries["query_id"].to_list(), res.chunks, hits.ids, hits.scores)
+def filters_for(ds: Dataset, res: RetrievalResources, filter_spec: dict | None) -> Filters:
+    """A metadata filter as a BM25 weight mask and an index filter (both None without a filter)."""
+    if not filter_spec:
+        return Filters()
+    mask = bm25_weight_mask(res.chunks, allowed_doc_ids(ds.corpus, filter_spec))
+    return Filters(mask, index_filter(res.index, filter_spec) if res.index is not None else None)
 
 
-def _dense_run(ds: Dataset, res: RetrievalResources, embedder: EmbedderSpec, depth: int, exact: bool,
-               hnsw_ef: int | None, query_filter) -> pl.DataFrame:
-    hits = res.index.search(res.collection, res.query_vectors, model_key(embedder), depth, exact=exact,
-                            hnsw_ef=hnsw_ef, query_filter=query_filter)
-    return run_from_hits(ds.queries["query_id"].to_list(), res.chunks, hits.ids, hits.scores)
-
-
-def first_stage(cfg: RunConfig, ds: Dataset, res: RetrievalResources, filter_spec: dict | None) -> pl.DataFrame:
+def first_stage(cfg, ds: Dataset, res: RetrievalResources, filter_spec: dict | None) -> pl.DataFrame:
     """The candidate list of each query before reranking (a filter applies inside each engine)."""
-    r = cfg.retriever
-    mask = qfilter = None
-    if filter_spec:
-        mask = bm25_weight_mask(res.chunks, allowed_doc_ids(ds.corpus, filter_spec))
-        qfilter = index_filter(res.index, filter_spec) if res.index is not None else None
-    if r.kind == "bm25":
-        return _bm25_run(ds, res, r, r.depth, mask)
-    if r.kind == "dense":
-        return _dense_run(ds, res, cfg.embedder, r.depth, r.exact, r.hnsw_ef, qfilter)
-    if r.engine == "qdrant":  # one Qdrant query: dense + sparse prefetches, fused by Qdrant's RRF
-        hits = res.index.hybrid_search(res.hybrid_collection, res.query_vectors, ds.queries["text"].to_list(),
-                                       model_key(cfg.embedder), r.depth, dense_depth=r.dense.depth,
-                                       sparse_depth=r.bm25.depth, k=r.k, exact=r.dense.exact,
-                                       hnsw_ef=r.dense.hnsw_ef, query_filter=qfilter)
-        return run_from_hits(ds.queries["query_id"].to_list(), res.chunks, hits.ids, hits.scores)
-    with ThreadPoolExecutor(max_workers=2) as pool:  # Qdrant and bm25s both release the GIL in their cores
-        dense = pool.submit(_dense_run, ds, res, cfg.embedder, r.dense.depth, r.dense.exact, r.dense.hnsw_ef,
-                            qfilter)
-        lexical = pool.submit(_bm25_run, ds, res, r.bm25, r.bm25.depth, mask)
-        runs = [dense.result(), lexical.result()]
-    if r.fusion == "rrf":
-        return rrf(runs, weights=r.weights, k=r.k, depth=r.depth)
-    return convex(runs, weights=r.weights, depth=r.depth)
+    retriever: RetrieverSpec = cfg.retriever
+    return retriever.first_stage(ds, res, cfg.embedder, filters_for(ds, res, filter_spec))
 
 
-def _reranker(res: RetrievalResources, spec):
-    key = spec.spec_id
-    if key not in res.rerankers:
-        res.rerankers[key] = (BiEncoderRescorer(EmbedderSpec(model=spec.model), res.vector_cache)
-                              if spec.kind == "biencoder" else CrossEncoderReranker(spec.model))
-    return res.rerankers[key]
+def _reranker(res: RetrievalResources, spec: RerankSpec):
+    if spec.spec_id not in res.rerankers:
+        res.rerankers[spec.spec_id] = spec.build(res.vector_cache)
+    return res.rerankers[spec.spec_id]
 
 
-def retrieve(cfg: RunConfig, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10) -> RetrievalOutput:
+def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10) -> RetrievalOutput:
     """Run one config end to end and time it (first stage + rerank; small-to-big is bookkeeping)."""
     r = cfg.retriever
     if r.filter:

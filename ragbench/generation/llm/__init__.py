@@ -73,18 +73,13 @@ DEFAULT_MODEL = "smollm2-135m"
 LLAMA_SERVER_DIR = "llama-server-11434"
 
 
-def tools_dir() -> Path:
-    """The tools cache: ``$RAGBENCH_TOOLS`` or ``~/.cache/ragbench/tools`` (outside the repo; survives clean clones)."""
-    return Path(os.environ.get("RAGBENCH_TOOLS") or Path.home() / ".cache" / "ragbench" / "tools").expanduser()
-
-
-def model_path(name: str) -> Path:
+def model_path(name: str, tools_dir: Path) -> Path:
     """Where ``scripts/fetch_llm_model.py`` puts model ``name`` (whether or not it is there yet)."""
     if name not in MODELS:
         raise LLMServerError(f"unknown LLM model {name!r}; known: {', '.join(sorted(MODELS))} "
                              "(or set RAGBENCH_LLM_MODEL / give a .gguf path)")
-    return tools_dir() / "models" / MODELS[name].filename
+    return Path(tools_dir) / "models" / MODELS[name].filename
 
 
 __all__ = ["LLMError", "LLMServerError", "LLMClientError", "ModelSource", "MODELS", "DEFAULT_MODEL",
-           "LLAMA_SERVER_DIR", "tools_dir", "model_path"]
+           "LLAMA_SERVER_DIR", "model_path"]

@@ -58,14 +58,15 @@ class ChatClient:
     timeout : seconds per HTTP request (connect, read and write each).
     retries : extra attempts after the first on transient failures; ``backoff`` the first wait in seconds.
     concurrency : worker threads in :meth:`complete_many`.
-    api_key_env : environment variable holding the API key (unset = no Authorization header).
+    api_key_env, api_key : the name of the environment variable holding the API key (shown in ``repr``) and its
+        value, looked up by :meth:`Settings.secret` at the edge (None = no Authorization header).
     cache_dir : response cache folder; None disables the cache.
     extra_body : extra JSON fields, e.g. llama.cpp's ``{"cache_prompt": False}`` (repeatable SmolLM2 outputs).
     """
 
     def __init__(self, base_url: str, model: str, temperature: float = 0.0, max_tokens: int = 64,
                  timeout: float = 60.0, retries: int = 2, concurrency: int = 1,
-                 api_key_env: str | None = "RAGBENCH_LLM_API_KEY", cache_dir: str | Path | None = None,
+                 api_key_env: str | None = "RAGBENCH_LLM_API_KEY", api_key: str | None = None, cache_dir: str | Path | None = None,
                  extra_body: Mapping[str, Any] | None = None, *, backoff: float = 0.5):
         if temperature < 0 or max_tokens <= 0 or timeout <= 0 or retries < 0 or concurrency < 1 or backoff < 0:
             raise ValueError(f"invalid ChatClient settings: temperature={temperature} (>= 0), max_tokens="
@@ -78,7 +79,7 @@ class ChatClient:
         self.extra_body = dict({"cache_prompt": False} if extra_body is None else extra_body)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.api_key_env = api_key_env
-        self.__api_key = os.environ.get(api_key_env) if api_key_env else None
+        self.__api_key = api_key
         self._lock = threading.Lock()
         self.http_calls = 0  # HTTP requests actually sent (retries included); cache hits send none
         self._http = httpx.Client(timeout=httpx.Timeout(self.timeout),

@@ -26,29 +26,31 @@ from pathlib import Path
 
 import httpx
 
-from ragbench.generation.llm import DEFAULT_MODEL, LLAMA_SERVER_DIR, MODELS, LLMServerError, model_path, tools_dir
+from ragbench.generation.llm import DEFAULT_MODEL, LLAMA_SERVER_DIR, MODELS, LLMServerError, model_path
 
 BUILD_HINT = "build it with: scripts/build_llama_server.sh (about 20 min on 2 cores, once; cached)"
 
 
-def locate_llama_server() -> Path:
-    """The ``llama-server`` binary: ``$RAGBENCH_LLAMA_SERVER`` or ``<tools>/llama-server-11434/llama-server``."""
-    env = os.environ.get("RAGBENCH_LLAMA_SERVER")
-    path = Path(env).expanduser() if env else tools_dir() / LLAMA_SERVER_DIR / "llama-server"
+def locate_llama_server(settings) -> Path:
+    """The ``llama-server`` binary: ``settings.llama_server`` (``$RAGBENCH_LLAMA_SERVER``) or
+    ``<tools>/llama-server-11434/llama-server``."""
+    env = settings.llama_server
+    path = Path(env) if env else Path(settings.tools_dir) / LLAMA_SERVER_DIR / "llama-server"
     if not path.is_file() or not os.access(path, os.X_OK):
         where = "RAGBENCH_LLAMA_SERVER points to" if env else "expected"
         raise LLMServerError(f"llama-server not found: {where} {path}; {BUILD_HINT}")
     return path
 
 
-def locate_model(name: str | None = None) -> Path:
+def locate_model(settings, name: str | None = None) -> Path:
     """A GGUF model file from a registry name (``ragbench.generation.llm.MODELS``) or a path.
 
-    ``name=None`` means ``$RAGBENCH_LLM_MODEL`` (a name or a path) or the default ``smollm2-135m``.
+    ``name=None`` means ``settings.llm_model`` (``$RAGBENCH_LLM_MODEL``: a name or a path) or the default
+    ``smollm2-135m``.
     """
-    name = name or os.environ.get("RAGBENCH_LLM_MODEL") or DEFAULT_MODEL
+    name = name or settings.llm_model or DEFAULT_MODEL
     if name in MODELS:
-        path = model_path(name)
+        path = model_path(name, settings.tools_dir)
         if not path.is_file():
             raise LLMServerError(f"LLM model {name!r} not found at {path}; fetch it with: "
                                  f"python scripts/fetch_llm_model.py --model {name}")

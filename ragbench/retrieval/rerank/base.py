@@ -1,6 +1,6 @@
 """Second-stage reranking of the top-N candidates of a run, keeping the best ``keep``.
 
-Two rerankers behind one protocol (``prepare`` once per run, then ``score`` per query):
+Rerankers behind one protocol, one module per kind registered in :data:`RERANKERS` (``prepare`` once per run, then ``score`` per query):
 
 * :class:`BiEncoderRescorer` -- rescore with a second, usually stronger, embedding model: ``score = cos(q, c)`` of
   the query and chunk vectors, both computed by :func:`ragbench.embedding.embed.embed_texts` so they come from (and go to)
@@ -19,13 +19,36 @@ from typing import Protocol
 
 import numpy as np
 import polars as pl
+from pydantic import Field, model_validator
 
-from ragbench.core.cache import VectorCache
-from ragbench.config.sweep import EmbedderSpec
-from ragbench.retrieval.fusion import check_run
-from ragbench.retrieval.base import RUN_SCHEMA
+from ragbench.core.registry import Registry
+from ragbench.core.schemas import RUN_SCHEMA, check_run
+from ragbench.core.spec import Spec
 
 LATENCY_SCHEMA = {"query_id": pl.String, "ms": pl.Float64, "candidates": pl.Int64}
+
+
+class RerankSpec(Spec):
+    """Rerank the top ``top_n`` candidates and keep the best ``keep``. Subclasses set ``kind`` and implement
+    :meth:`build`; an entry without ``kind`` is a ``biencoder``."""
+
+    kind: str
+    model: str
+    top_n: int = Field(50, gt=0)
+    keep: int | None = Field(None, gt=0, description="default: top_n")
+
+    @model_validator(mode="after")
+    def _keep_within_top_n(self):
+        if self.keep is not None and self.keep > self.top_n:
+            raise ValueError(f"keep ({self.keep}) cannot exceed top_n ({self.top_n})")
+        return self
+
+    def build(self, vector_cache) -> "Reranker":
+        """The reranker this spec describes (loaded once per sweep and shared by the configs that use it)."""
+        raise NotImplementedError
+
+
+RERANKERS: Registry[RerankSpec] = Registry("reranker", RerankSpec, default="biencoder")
 
 
 class Reranker(Protocol):
@@ -38,72 +61,10 @@ class Reranker(Protocol):
         """Relevance of each of ``texts`` to ``query`` (higher is better)."""
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    """Each row scaled to unit L2 norm (zero rows stay zero)."""
     n = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(n == 0, 1.0, n)
-
-
-class BiEncoderRescorer:
-    """Cosine similarity under a second embedding model, vectors through the content-addressed cache."""
-
-    def __init__(self, embedder_spec: EmbedderSpec, vector_cache: VectorCache):
-        self.spec = embedder_spec
-        self.cache = vector_cache
-        self.name = f"biencoder:{embedder_spec.label}"
-        self._q: dict[str, np.ndarray] = {}
-        self._d: dict[str, np.ndarray] = {}
-
-    def _embed(self, texts: list[str], role: str, into: dict[str, np.ndarray]) -> None:
-        from ragbench.embedding.embed import embed_texts
-
-        todo = list(dict.fromkeys(t for t in texts if t not in into))
-        if todo:
-            vecs, _ = embed_texts(todo, self.spec, role, self.cache)
-            into.update(zip(todo, _unit(vecs)))
-
-    def prepare(self, query_texts: list[str], chunk_texts: list[str]) -> None:
-        self._embed(query_texts, "query", self._q)
-        self._embed(chunk_texts, "document", self._d)
-
-    def score(self, query: str, texts: list[str]) -> np.ndarray:
-        self._embed([query], "query", self._q)
-        self._embed(texts, "document", self._d)
-        if not texts:
-            return np.zeros(0)
-        return np.stack([self._d[t] for t in texts]).astype(np.float64) @ self._q[query].astype(np.float64)
-
-
-class CrossEncoderReranker:
-    """A sentence-transformers ``CrossEncoder``; ``model_name`` resolves like an embedder name (packaged, local
-    folder, or local Hugging Face cache). Extra keyword arguments go to ``CrossEncoder`` (e.g. ``num_labels=1``)."""
-
-    def __init__(self, model_name: str, batch_size: int = 32, max_length: int | None = None, **kwargs):
-        from sentence_transformers import CrossEncoder
-
-        from ragbench.core.errors import ModelError
-        from ragbench.embedding.models import resolve_model
-
-        m = resolve_model(model_name)
-        try:
-            self.model = CrossEncoder(str(m.path) if m.path else m.name, max_length=max_length, **kwargs)
-        except Exception as e:
-            raise ModelError(f"cross-encoder {model_name!r} failed to load from {m.path or m.name}: {e}") from e
-        self.batch_size = batch_size
-        self.name = f"crossencoder:{model_name}"
-
-    def prepare(self, query_texts: list[str], chunk_texts: list[str]) -> None:
-        return None
-
-    def score(self, query: str, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros(0)
-        out = self.model.predict([(query, t) for t in texts], batch_size=self.batch_size, convert_to_numpy=True,
-                                 show_progress_bar=False)
-        out = np.asarray(out, dtype=np.float64)
-        if out.ndim != 1:
-            raise ValueError(f"{self.name}: expected one score per pair, got shape {out.shape} (a cross-encoder "
-                             f"with several labels cannot rank; load it with num_labels=1)")
-        return out
 
 
 def rerank(run: pl.DataFrame, query_texts: dict[str, str], chunk_texts: dict[str, str], reranker: Reranker,

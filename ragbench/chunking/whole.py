@@ -1,0 +1,15 @@
+"""One chunk per document: the whole text."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ragbench.chunking.base import CHUNKERS, ChunkerSpec, Span
+
+
+@CHUNKERS.register
+class WholeDocChunker(ChunkerSpec):
+    kind: Literal["whole"] = "whole"
+
+    def spans(self, text: str) -> list[Span]:
+        return [(0, len(text))] if text else []

@@ -1,0 +1,116 @@
+"""The one settings object: every environment variable ragbench reads is read here, once, at the edge.
+
+The CLI, the Prefect flow, the serving model and tests build a :class:`Settings` (``Settings.from_env()``, with
+overrides such as ``home=``) and pass it down; library code never reads ``os.environ``. Process-wide knobs that
+third-party libraries read from the environment (Hugging Face offline mode) and the log level are applied once by
+:meth:`Settings.apply`.
+
+=================================  ======================================================================
+variable                           setting
+=================================  ======================================================================
+``RAGBENCH_HOME``                  ``home``: caches, DuckDB, embedded Qdrant, MLflow store (./.ragbench)
+``MLFLOW_TRACKING_URI``            ``mlflow_tracking_uri`` (default: SQLite under home)
+``RAGBENCH_QDRANT_URL`` / ``_API_KEY``  a Qdrant server instead of the embedded Qdrant Edge
+``RAGBENCH_LOG_LEVEL``             ``log_level`` (INFO)
+``RAGBENCH_PROGRESS``              ``progress``: 0 hides progress bars
+``RAGBENCH_ALLOW_DOWNLOAD``        1 lets models download from a hub (default: offline)
+``RAGBENCH_MIN_FREE_BYTES``        disk reserve kept free by the disk-space guard (200 MB)
+``RAGBENCH_EMBED_SEGMENT_ROWS``    vectors per cache segment written while embedding (512)
+``RAGBENCH_TOOLS``                 tools cache: llama-server and GGUF models (~/.cache/ragbench/tools)
+``RAGBENCH_LLAMA_SERVER``          an explicit llama-server binary
+``RAGBENCH_LLM_MODEL``             the default local LLM (a registry name or a .gguf path)
+``RAGBENCH_SERVING_HOME``          the home a promoted model serves from, when it moved since promotion
+=================================  ======================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+DEFAULT_HOME = Path(".ragbench")
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    return default if value is None else value.strip().lower() not in ("0", "false", "no", "off", "")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where ragbench keeps its state and which servers it talks to."""
+
+    home: Path = DEFAULT_HOME
+    mlflow_tracking_uri: str | None = None
+    qdrant_url: str | None = None
+    qdrant_api_key: str | None = field(default=None, repr=False)
+    log_level: str = "INFO"
+    progress: bool = True
+    allow_download: bool = False
+    min_free_bytes: int = 200 * 1024 * 1024
+    embed_segment_rows: int = 512
+    tools_dir: Path = Path("~/.cache/ragbench/tools")
+    llama_server: Path | None = None
+    llm_model: str | None = None
+    serving_home: Path | None = None
+    user: str = "unknown"
+    #: the environment the settings were read from: secrets named by a config (``api_key_env``) are looked up here
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides) -> "Settings":
+        """Settings from ``environ`` (default: the process environment); keyword overrides win (None is ignored
+        for ``home``, so ``from_env(home=cli_option)`` keeps ``$RAGBENCH_HOME`` when the option is absent)."""
+        env = dict(os.environ if environ is None else environ)
+        tools = env.get("RAGBENCH_TOOLS")
+        values = dict(
+            home=Path(env.get("RAGBENCH_HOME") or DEFAULT_HOME),
+            mlflow_tracking_uri=env.get("MLFLOW_TRACKING_URI") or None,
+            qdrant_url=env.get("RAGBENCH_QDRANT_URL") or None,
+            qdrant_api_key=env.get("RAGBENCH_QDRANT_API_KEY") or None,
+            log_level=env.get("RAGBENCH_LOG_LEVEL", "INFO"),
+            progress=_flag(env.get("RAGBENCH_PROGRESS"), True),
+            allow_download=env.get("RAGBENCH_ALLOW_DOWNLOAD") == "1",
+            min_free_bytes=int(env.get("RAGBENCH_MIN_FREE_BYTES", 200 * 1024 * 1024)),
+            embed_segment_rows=int(env.get("RAGBENCH_EMBED_SEGMENT_ROWS", 512)),
+            tools_dir=Path(tools).expanduser() if tools else Path.home() / ".cache" / "ragbench" / "tools",
+            llama_server=Path(env["RAGBENCH_LLAMA_SERVER"]).expanduser() if env.get("RAGBENCH_LLAMA_SERVER")
+            else None,
+            llm_model=env.get("RAGBENCH_LLM_MODEL") or None,
+            serving_home=Path(env["RAGBENCH_SERVING_HOME"]) if env.get("RAGBENCH_SERVING_HOME") else None,
+            user=env.get("USER") or env.get("LOGNAME") or "unknown",
+            environ=env,
+        )
+        if overrides.get("home") is None:
+            overrides.pop("home", None)
+        values.update(overrides)
+        values["home"] = Path(values["home"])
+        return cls(**values)
+
+    def with_home(self, home: str | os.PathLike | None) -> "Settings":
+        """The same settings with another home (None keeps this one)."""
+        return self if home is None else replace(self, home=Path(home))
+
+    def replace(self, **changes) -> "Settings":
+        return replace(self, **changes)
+
+    def secret(self, name: str | None) -> str | None:
+        """The value of the environment variable ``name`` (an API key a config refers to by name), never logged."""
+        return self.environ.get(name) if name else None
+
+    def apply(self) -> "Settings":
+        """Apply the process-wide parts: Hugging Face offline mode (unless the user set it), tokenizer threads, the
+        ragbench log level and progress bars. Returns ``self``."""
+        from ragbench.core import progress
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "0" if self.allow_download else "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        progress.configure(level=self.log_level, bars=self.progress)
+        return self
+
+
+def hub_downloads_allowed() -> bool:
+    """Whether model names may resolve to a hub download (``HF_HUB_OFFLINE=0``, as :meth:`Settings.apply` sets
+    from ``RAGBENCH_ALLOW_DOWNLOAD``)."""
+    return os.environ.get("HF_HUB_OFFLINE") == "0"

@@ -1,0 +1,58 @@
+"""Rank measures as registered functions (in the style of ranx's ``metrics/`` and ir_measures' registry).
+
+A measure is one function ``f(top, ideal, n_relevant, k, gain) -> float`` registered under its name with
+:func:`rank_measure`, in a module of its own in this package:
+
+* ``top``        -- relevance labels of the ranked documents, best first, cut at ``k`` (0 when unjudged);
+* ``ideal``      -- the labels of **all judged documents** of the query (the full judged pool);
+* ``n_relevant`` -- how many judged documents have a label > 0 (always >= 1: unlabelled queries never reach a
+  measure; they get NaN and are counted apart);
+* ``k``          -- the cutoff; ``gain`` -- the gain convention name (``exponential`` or ``linear``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+MeasureFn = Callable[[np.ndarray, np.ndarray, int, int, str], float]
+RANK_MEASURES: dict[str, MeasureFn] = {}
+
+
+def rank_measure(name: str) -> Callable[[MeasureFn], MeasureFn]:
+    """Decorator: register ``fn`` as the rank measure ``name`` (used as ``name@k`` in configs and results)."""
+    def add(fn: MeasureFn) -> MeasureFn:
+        RANK_MEASURES[name] = fn
+        return fn
+    return add
+
+
+def gain(labels: np.ndarray, convention: str) -> np.ndarray:
+    """``exponential``: 2^rel - 1 (Burges et al. 2005); ``linear``: rel (Järvelin & Kekäläinen 2002). Labels
+    below 0 count as 0."""
+    labels = np.clip(labels.astype(np.float64), 0, None)
+    return np.exp2(labels) - 1.0 if convention == "exponential" else labels
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measure at a cutoff, e.g. ``Measure("ndcg", 10)`` is ``ndcg@10``."""
+
+    name: str
+    k: int
+    gain: str = "exponential"
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.k}"
+
+    def compute(self, gains: np.ndarray, ideal: np.ndarray, n_relevant: int) -> float:
+        """Value for one query. ``gains``: labels of the ranked docs in order; ``ideal``: all judged labels.
+        NaN when the query has no relevant label."""
+        if n_relevant == 0:
+            return math.nan
+        if self.name not in RANK_MEASURES:
+            raise ValueError(f"unknown measure {self.name!r}; known: {', '.join(sorted(RANK_MEASURES))}")
+        return RANK_MEASURES[self.name](gains[: self.k], ideal, n_relevant, self.k, self.gain)

@@ -1,0 +1,8 @@
+"""``recall@k`` = |relevant in top k| / |relevant|."""
+
+from ragbench.evaluation.measures.base import rank_measure
+
+
+@rank_measure("recall")
+def recall(top, ideal, n_relevant: int, k: int, gain: str) -> float:
+    return float((top > 0).sum()) / n_relevant

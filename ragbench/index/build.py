@@ -1,0 +1,71 @@
+"""The index stage: a chunker's chunks under one embedder -> a Qdrant collection, streamed from the vector cache.
+
+A collection's name is its identity (:func:`collection_for`): dataset fingerprint, chunker spec, model key,
+document prompt, index parameters and the payload layout version. The sweep builds it and serving finds it by the
+same function, so neither can drift from the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ragbench.core.cache import VectorCache
+from ragbench.core.hashing import text_hash
+from ragbench.core.progress import log, timed
+from ragbench.core.resources import ensure_disk_space
+from ragbench.embedding.embed import model_key
+from ragbench.embedding.spec import EmbedderSpec
+from ragbench.index.filters import chunk_payloads
+from ragbench.index.qdrant import CollectionMeta, bm25_sparse, collection_name
+from ragbench.index.spec import IndexSpec
+
+#: part of the collection identity: payload layout changes rebuild collections
+PAYLOAD_VERSION = "meta-v1"
+
+
+def collection_for(dataset_fingerprint: str, chunker, embedder: EmbedderSpec, index_spec: IndexSpec,
+                   sparse: bool = False) -> str:
+    """The name of the collection holding ``chunker``'s chunks of the dataset under ``embedder`` (``sparse``: the
+    one that also holds Qdrant's BM25 sparse vectors, for ``engine: qdrant`` hybrids)."""
+    return collection_name(dataset_fingerprint, chunker.spec_id, model_key(embedder), embedder.document_prompt,
+                           index_spec, payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))
+
+
+def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedder: EmbedderSpec,
+                index_spec: IndexSpec, chunks: pl.DataFrame, cache: VectorCache, index, sparse: bool = False, *,
+                disk_root: Path = Path("."), reserve_bytes: int = 200 * 1024 * 1024) -> str:
+    """Build (or reuse) the Qdrant collection of ``chunks`` under ``embedder``, streaming vectors from the cache.
+
+    Point id = the chunk's row in ``chunks``; payload = chunk id, doc id and the document's metadata fields. With
+    ``sparse``, each point also gets Qdrant's own BM25 sparse vector (for ``engine: qdrant`` hybrid search).
+    """
+    key = model_key(embedder)
+    name = collection_for(dataset_fingerprint, chunker, embedder, index_spec, sparse)
+    texts = chunks["index_text"].to_list()
+    hashes = [text_hash(embedder.document_prompt + t) for t in texts]
+    rows: dict[str, list[int]] = {}
+    for i, h in enumerate(hashes):
+        rows.setdefault(h, []).append(i)
+    payloads = chunk_payloads(chunks, corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
+
+    def batches():
+        for picked, mat in cache.iter_vectors(key, "document", set(rows)):
+            ids = [i for h in picked for i in rows[h]]
+            vecs = np.repeat(mat, [len(rows[h]) for h in picked], axis=0)
+            if sparse:
+                yield np.array(ids), vecs, [payloads[i] for i in ids], bm25_sparse([texts[i] for i in ids])
+            else:
+                yield np.array(ids), vecs, [payloads[i] for i in ids]
+
+    first = next(cache.iter_vectors(key, "document", {hashes[0]}), None) if hashes else None
+    dim = int(first[1].shape[1]) if first else 0
+    meta = CollectionMeta(name=name, model_key=key, dim=dim, distance=index_spec.distance, count=chunks.height,
+                          hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
+                          full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse)
+    ensure_disk_space(disk_root, chunks.height * dim * 4 * 3, f"index {name}", reserve_bytes=reserve_bytes)
+    built, seconds = timed(index.ensure, meta, batches())
+    log.info("index %s: %d points, %s", name, chunks.height, f"built in {seconds:.1f} s" if built else "reused")
+    return name

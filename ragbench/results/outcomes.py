@@ -1,0 +1,109 @@
+"""What a sweep produces: one :class:`ConfigResult` per evaluated config (everything it measured, in one value),
+the :class:`ConfigOutcome` summary the leaderboard shows, and the :class:`SweepResult`.
+
+Measures of every kind travel in one long table (:data:`MEASURE_SCHEMA`): a per-query measure (``ndcg@10``,
+``span_recall@5``) has one row per query; a config-level measure (``reach_hit@10/50``, ``rerank_ms_per_query``,
+``ann_recall_vs_exact@10``, oracle verdict counts) has one row with ``query_id`` null. :meth:`ConfigResult.summary`
+aggregates both the same way for every consumer (DuckDB, MLflow, the leaderboard).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ragbench.core.cache import EmbedStats
+from ragbench.evaluation.metrics import aggregate
+
+#: query_id null = a config-level value; query_class travels with per-query rows
+MEASURE_SCHEMA = {"query_id": pl.String, "query_class": pl.String, "measure": pl.String, "value": pl.Float64}
+SUMMARY_SCHEMA = {"measure": pl.String, "mean": pl.Float64, "n": pl.Int64, "n_unlabelled": pl.Int64}
+
+
+def config_level(values: dict[str, float]) -> pl.DataFrame:
+    """Config-level measures as rows of the long measure table (``query_id`` null)."""
+    return pl.DataFrame({"query_id": [None] * len(values), "query_class": [None] * len(values),
+                         "measure": list(values), "value": [float(v) for v in values.values()]},
+                        schema=MEASURE_SCHEMA)
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """Everything one config produced, recorded by :func:`ragbench.results.record.record` in one step."""
+
+    config_id: str
+    name: str
+    spec: dict
+    dataset_fingerprint: str
+    measures: pl.DataFrame  # MEASURE_SCHEMA
+    rankings: pl.DataFrame  # RUN_SCHEMA
+    n_queries: int
+    n_unlabelled: int
+    ms_per_query: float
+    chunk_stats: dict[str, float] = field(default_factory=dict)
+    diagnostics: pl.DataFrame | None = None  # reachability per query
+    ann: pl.DataFrame | None = None  # HNSW recall vs exact per hnsw_ef
+    answers: pl.DataFrame | None = None  # LLM answers and oracle verdicts
+    artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)  # further tables for MLflow
+
+    @property
+    def per_query(self) -> pl.DataFrame:
+        """The per-query rows (``query_id, query_class, measure, value``)."""
+        return self.measures.filter(pl.col("query_id").is_not_null())
+
+    def summary(self) -> pl.DataFrame:
+        """One row per measure: the mean over labelled queries (NaN excluded) with ``n`` scored and
+        ``n_unlabelled``; a config-level value is its own mean, over the config's labelled queries."""
+        agg = aggregate(self.per_query)
+        level = self.measures.filter(pl.col("query_id").is_null()).select(
+            "measure", pl.col("value").alias("mean"), n=pl.lit(self.n_queries - self.n_unlabelled, pl.Int64),
+            n_unlabelled=pl.lit(self.n_unlabelled, pl.Int64))
+        return pl.concat([agg.cast(SUMMARY_SCHEMA), level.cast(SUMMARY_SCHEMA)])
+
+    def means(self) -> dict[str, float]:
+        """``measure -> mean`` of :meth:`summary`."""
+        s = self.summary()
+        return dict(zip(s["measure"], s["mean"]))
+
+    def value(self, measure: str, default: float = float("nan")) -> float:
+        return self.means().get(measure, default)
+
+    def outcome(self) -> "ConfigOutcome":
+        chunkstats = {f"chunkstat_{k}": v for k, v in self.chunk_stats.items()}
+        return ConfigOutcome(self.config_id, self.name, self.spec, "finished", {**self.means(), **chunkstats},
+                             self.n_queries, self.n_unlabelled)
+
+
+@dataclass(frozen=True)
+class ConfigOutcome:
+    config_id: str
+    name: str
+    spec: dict
+    status: str  # finished | failed | skipped (finished in an earlier attempt of this sweep)
+    metrics: dict[str, float] = field(default_factory=dict)
+    n_queries: int = 0
+    n_unlabelled: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    sweep_id: str
+    name: str
+    dataset_fingerprint: str
+    home: Path
+    outcomes: list[ConfigOutcome]
+    embed_stats: list[EmbedStats]
+    seconds: float
+    primary: str
+    show: tuple[str, ...] | None = None
+
+    @property
+    def n_failed(self) -> int:
+        return sum(o.status == "failed" for o in self.outcomes)
+
+    @property
+    def vectors_computed(self) -> int:
+        return sum(s.computed for s in self.embed_stats)

@@ -1,0 +1,68 @@
+"""Evaluating one config: retrieve, judge, diagnose -> one :class:`~ragbench.results.outcomes.ConfigResult`.
+
+Every measure, per query or config-level, comes out in the one long measure table; nothing is stored here
+(:func:`ragbench.results.record.record` does that).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ragbench.config import RunConfig
+from ragbench.data.dataset import Dataset
+from ragbench.embedding.embed import model_key
+from ragbench.embedding.models import count_tokens
+from ragbench.evaluation.ann import ann_fidelity
+from ragbench.evaluation.diagnostics import reachability, reachability_summary
+from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.metrics import aggregate, evaluate_per_query
+from ragbench.generation.stage import answer_in_context_metrics, generation_stage
+from ragbench.results.outcomes import ConfigResult, config_level
+from ragbench.retrieval import RetrievalOutput, retrieve
+from ragbench.sweep.plan import ConfigInputs, EvaluationSpec
+from ragbench.sweep.stages import evaluate_stage
+
+
+def evaluate_config(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec,
+                    inputs: ConfigInputs) -> tuple[ConfigResult, RetrievalOutput]:
+    """Retrieve and judge one config; returns its result and the retrieval output (the run and the chunks it
+    refers to, for the k sweep of the best config)."""
+    out = retrieve(run_config, ds, inputs.resources, spec.diagnostics.k)
+    token_counts = inputs.token_counts
+    if out.judged_chunks is not inputs.resources.chunks:  # small-to-big: budgets are measured on the parents
+        token_counts = dict(zip(out.judged_chunks["chunk_id"],
+                                count_tokens(out.judged_chunks["text"].to_list(), inputs.tokenizer)))
+    per_query = evaluate_stage(ds, out.run, measures, chunks=out.judged_chunks, metrics_spec=spec.metrics,
+                               token_counts=token_counts)
+    qids = ds.queries["query_id"].to_list()
+    level: dict[str, float] = dict(out.metrics)
+    level.update(answer_in_context_metrics(ds, out.run, out.judged_chunks, spec.generation))
+    answers = None
+    if inputs.generator is not None:  # an LLM failure fails this config here, before anything is written
+        gen_metrics, answers = generation_stage(ds, out.run, out.judged_chunks, inputs.generator)
+        level.update(gen_metrics)
+    if out.unfiltered_run is not None:
+        unfiltered = evaluate_per_query(document_run(out.unfiltered_run), ds.qrels, qids, measures)
+        for m, mean in aggregate(unfiltered).select("measure", "mean").iter_rows():
+            level[f"unfiltered_{m}"] = mean
+    diag = spec.diagnostics
+    reach = reachability(document_run(out.first_stage_run), ds.qrels, qids, k=diag.k, pool=diag.pool)
+    for category, _, _, share in reachability_summary(reach).iter_rows():
+        if category != "unlabelled":
+            level[f"reach_{category}@{diag.k}/{diag.pool}"] = share if share is not None else float("nan")
+    ann = None
+    dense = run_config.retriever.dense_search()
+    if dense is not None and run_config.embedder is not None and spec.ann_fidelity.enabled:
+        res, af = inputs.resources, spec.ann_fidelity
+        ann = ann_fidelity(res.index, res.collection, res.query_vectors, model_key(run_config.embedder), k=af.k,
+                           ef_values=af.ef_values, depth=max(dense.depth, af.k), configured_ef=dense.hnsw_ef)
+        configured = ann.filter(pl.col("configured"))
+        level[f"ann_recall_vs_exact@{af.k}"] = 1.0 if dense.exact else float(configured["recall_vs_exact"][0])
+    per_query = per_query.select("query_id", "query_class", "measure", "value")
+    result = ConfigResult(
+        config_id=run_config.config_id, name=run_config.name, spec=run_config.spec(),
+        dataset_fingerprint=ds.fingerprint, measures=pl.concat([per_query, config_level(level)]),
+        rankings=out.run, n_queries=ds.queries.height, n_unlabelled=ds.n_unlabelled,
+        ms_per_query=1000 * out.seconds / max(ds.queries.height, 1), chunk_stats=inputs.chunk_stats,
+        diagnostics=reach, ann=ann, answers=answers, artifacts=dict(out.tables))
+    return result, out

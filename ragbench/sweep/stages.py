@@ -1,0 +1,90 @@
+"""The sweep's stages as plain functions: load checks, chunk, embed, and evaluate one config's run.
+
+Each takes exactly what it needs (a chunker spec, an embedder spec, a metrics spec ...), never the whole sweep
+config, so that a :class:`~ragbench.sweep.runner.StageRunner` can run it as a task anywhere.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from ragbench.chunking import ChunkerSpec, chunk_corpus
+from ragbench.config import RunConfig, SweepConfig
+from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
+from ragbench.core.errors import DatasetError
+from ragbench.core.progress import log
+from ragbench.core.settings import Settings
+from ragbench.data.dataset import Dataset
+from ragbench.embedding.embed import embed_texts
+from ragbench.embedding.models import resolve_model
+from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.metrics import MetricsSpec, evaluate_per_query
+from ragbench.evaluation.spans import budget_metrics, chunk_level_run_metrics, span_metrics
+
+
+def preflight(cfg: SweepConfig, settings: Settings) -> None:
+    """Cheap checks before any heavy work: every model and tokenizer resolves offline, the dataset exists, the
+    local LLM server and model are built."""
+    for emb in cfg.embedders:
+        resolve_model(emb.model)
+    for ch in cfg.chunkers:
+        if ch.tokenizer_name:
+            resolve_model(ch.tokenizer_name)
+    for r in cfg.retrievers:
+        if r.rerank is not None:
+            resolve_model(r.rerank.model)
+    gen = cfg.generation
+    if gen is not None and gen.enabled and gen.endpoint == "local":
+        from ragbench.generation.llm.server import locate_llama_server, locate_model
+
+        locate_llama_server(settings)
+        locate_model(settings, gen.model)
+    if not Path(cfg.dataset.path).exists():
+        raise DatasetError(f"{cfg.dataset.path}: dataset not found")
+
+
+def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.DataFrame:
+    """The chunker's chunks of the dataset, from the content-addressed chunk cache (built once)."""
+    key = ChunkCache.key(ds.fingerprint, chunker.canonical())
+    chunks, cached = cache.get_or_build(key, lambda: chunk_corpus(ds, chunker))
+    log.info("chunk %s: %d chunks from %d documents (%s)", chunker.label, chunks.height, ds.corpus.height,
+             "cached" if cached else "built")
+    return chunks
+
+
+def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache, segment_rows: int = 512,
+                          reserve_bytes: int = 200 * 1024 * 1024) -> EmbedStats:
+    """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them)."""
+    return embed_texts(chunks["index_text"].to_list(), embedder, "document", cache, segment_rows=segment_rows,
+                       return_vectors=False, reserve_bytes=reserve_bytes)[1]
+
+
+def context_tokenizer(cfg: RunConfig) -> str:
+    """The tokenizer that measures context budgets: the embedder's (when it ships a fast tokenizer), else the
+    chunker's, else MiniLM's."""
+    if cfg.embedder:
+        path = resolve_model(cfg.embedder.model).path
+        if path is not None and (path / "tokenizer.json").is_file():
+            return cfg.embedder.model
+    return cfg.chunker.tokenizer_name or "all-MiniLM-L6-v2"
+
+
+def evaluate_stage(ds: Dataset, chunk_run: pl.DataFrame, measures, *, chunks: pl.DataFrame | None = None,
+                   metrics_spec: MetricsSpec | None = None,
+                   token_counts: dict[str, int] | None = None) -> pl.DataFrame:
+    """Per-query values with their query class (long: ``query_id, measure, value, query_class``).
+
+    Document-level rank metrics always; with span labels also span recall/precision/IoU, budget-matched evidence
+    recall and chunk-level rank metrics (chunk relevance from span overlap).
+    """
+    qids = ds.queries["query_id"].to_list()
+    parts = [evaluate_per_query(document_run(chunk_run), ds.qrels, qids, measures)]
+    if chunks is not None and metrics_spec is not None and metrics_spec.spans and ds.spans.height:
+        parts += [span_metrics(chunk_run, chunks, ds.spans, metrics_spec.cutoffs, query_ids=qids),
+                  chunk_level_run_metrics(chunk_run, chunks, ds.spans, measures, query_ids=qids)]
+        if token_counts is not None:
+            parts.append(budget_metrics(chunk_run, chunks, ds.spans, metrics_spec.budgets, token_counts,
+                                        query_ids=qids))
+    return pl.concat(parts).join(ds.queries.select("query_id", "query_class"), on="query_id", how="left")
