@@ -38,12 +38,12 @@ def main(argv: list[str] | None = None) -> int:
 
     home = args.home or Path(os.environ.get("RAGBENCH_HOME", ".ragbench"))
     os.environ.setdefault("RAGBENCH_HOME", str(home))
-    from ragbench.evaluation.ann import ann_fidelity, format_table
-    from ragbench.core.cache import VectorCache
     from ragbench.chunking import chunk_corpus
     from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
-    from ragbench.data.dataset import load_dataset
+    from ragbench.core.cache import VectorCache
+    from ragbench.data import load_dataset
     from ragbench.embedding.embed import embed_texts, model_key
+    from ragbench.evaluation.ann import ann_fidelity, format_table
     from ragbench.index.qdrant import CollectionMeta, EdgeIndex
 
     ds = load_dataset(DatasetSpec(path=args.dataset, max_docs=args.max_docs))

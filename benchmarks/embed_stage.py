@@ -14,12 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragbench.core.cache import VectorCache
 from ragbench.chunking import chunk_corpus
 from ragbench.config import DatasetSpec, EmbedderSpec, FixedChunker
-from ragbench.data.dataset import load_dataset
+from ragbench.core.cache import VectorCache
+from ragbench.core.models import load_sentence_transformer
+from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts
-from ragbench.embedding.models import load_sentence_transformer
 
 
 def peak_rss_mb() -> float:

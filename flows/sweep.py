@@ -21,6 +21,7 @@ from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
 from ragbench.sweep import run_sweep  # noqa: E402
 
+
 def _retry_transient(task_, task_run, state) -> bool:
     """Retry only errors that a second try can fix (a server timeout), never a bad config or a missing model."""
     try:

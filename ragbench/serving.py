@@ -2,4 +2,4 @@
 it must stay importable. The code lives in :mod:`ragbench.promotion.serving`."""
 
 from ragbench.promotion.serving import *  # noqa: F401,F403
-from ragbench.promotion.serving import RetrieverModel, ProductionRetriever  # noqa: F401
+from ragbench.promotion.serving import ProductionRetriever, RetrieverModel  # noqa: F401

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragbench.evaluation.ann import ann_fidelity, format_table, recall_vs_exact
-from ragbench.core.cache import VectorCache
 from ragbench.chunking import chunk_corpus
 from ragbench.config import DatasetSpec, EmbedderSpec, SentenceChunker
-from ragbench.data.dataset import load_dataset
+from ragbench.core.cache import VectorCache
+from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts, model_key
+from ragbench.evaluation.ann import ann_fidelity, format_table, recall_vs_exact
 from ragbench.index.qdrant import CollectionMeta, EdgeIndex
 from tests.conftest import DEMO
 

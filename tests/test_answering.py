@@ -10,23 +10,37 @@ from itertools import product
 
 import polars as pl
 import pytest
+from conftest import DEMO
 
-from ragbench.core.settings import Settings
-from ragbench.generation.answering import (ANSWER_SCHEMA, CONTEXT_DILUTION, GENERATION_BUG, ORACLE_SCHEMA, PASS,
-                                RETRIEVAL_MISS_RANKING, RETRIEVAL_MISS_REPRESENTATION, VERDICTS, answer_queries,
-                                context_hits, gold_evidence, k_sweep, oracle_test, oracle_verdict, plot_k_sweep,
-                                summarize_answers, verdict_counts)
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, RecursiveChunker
-from ragbench.data.dataset import load_dataset
+from ragbench.core.settings import Settings
+from ragbench.data import load_dataset
+from ragbench.generation.answering import (
+    ANSWER_SCHEMA,
+    CONTEXT_DILUTION,
+    GENERATION_BUG,
+    ORACLE_SCHEMA,
+    PASS,
+    RETRIEVAL_MISS_RANKING,
+    RETRIEVAL_MISS_REPRESENTATION,
+    VERDICTS,
+    answer_queries,
+    context_hits,
+    gold_evidence,
+    k_sweep,
+    oracle_test,
+    oracle_verdict,
+    summarize_answers,
+    verdict_counts,
+)
 from ragbench.generation.llm import LLMServerError
 from ragbench.generation.llm.client import ChatClient
 from ragbench.generation.llm.context import ContextSpec
 from ragbench.generation.llm.graders import answer_in_context, grade
 from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
+from ragbench.reporting.plots import plot_k_sweep
 from ragbench.retrieval import BM25Index, run_from_hits
-
-from conftest import DEMO
 
 # ---------------------------------------------------------------- the verdict rule, all 16 cases by hand
 # (arm_a_correct, arm_b_correct, gold_in_context, gold_in_pool) -> verdict

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import DEMO
-from ragbench.chunking import (chunk_corpus, contextual_text, fixed_spans, heading_path_at, markdown_headings,
-                               sentence_spans)
-from ragbench.config import (DatasetSpec, FixedChunker, MarkdownChunker, RecursiveChunker, SentenceChunker,
-                             WholeDocChunker)
-from ragbench.data.dataset import load_dataset
-from ragbench.embedding.models import count_tokens
+
+from ragbench.chunking import (
+    chunk_corpus,
+    contextual_text,
+    fixed_spans,
+    heading_path_at,
+    markdown_headings,
+    sentence_spans,
+)
+from ragbench.config import (
+    DatasetSpec,
+    FixedChunker,
+    MarkdownChunker,
+    RecursiveChunker,
+    SentenceChunker,
+    WholeDocChunker,
+)
+from ragbench.core.models import count_tokens
+from ragbench.data import load_dataset
 
 SPECS = [WholeDocChunker(), FixedChunker(size=64, overlap=16), FixedChunker(unit="chars", size=300, overlap=50),
          RecursiveChunker(size=96, overlap=0), SentenceChunker(window=3, stride=2),

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-
 from conftest import SCIFACT, requires_scifact, write_config
+
 from ragbench.evaluation.judging import document_run
-from ragbench.reporting.report import per_query_values
 from ragbench.evaluation.stats import compare_configs
+from ragbench.reporting.report import per_query_values
 from ragbench.results.store import ResultStore
 
 
@@ -24,7 +24,7 @@ def test_bm25_k1_comparison_matches_ranx(home, settings, tmp_path):
     from ranx import Qrels, Run, compare
 
     from ragbench.config import load_config
-    from ragbench.data.dataset import load_dataset
+    from ragbench.data import load_dataset
     from ragbench.sweep import run_sweep
 
     cfg = load_config(write_config(tmp_path / "sf.yaml", f"""name: sf-k1

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import DEMO, write_config
+
 from ragbench.config import load_config
 from ragbench.core.errors import ConfigError, ModelError
 from ragbench.sweep import preflight

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ragbench.generation.llm.context import (DEFAULT_INSTRUCTION, ContextSpec, build_context, dedupe, jaccard, order,
-                                  shingles)
-from ragbench.embedding.models import count_tokens
+from ragbench.core.models import count_tokens
+from ragbench.generation.llm.context import (
+    DEFAULT_INSTRUCTION,
+    ContextSpec,
+    build_context,
+    dedupe,
+    jaccard,
+    order,
+    shingles,
+)
 
 # five words of common English = five WordPiece tokens of all-MiniLM-L6-v2 (checked in the first test)
 C = [("c1", "one two three four five"), ("c2", "red green blue black white"), ("c3", "cat dog cow pig hen"),

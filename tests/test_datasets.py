@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import DEMO, SCIFACT, requires_scifact
+
 from ragbench.config import DatasetSpec
-from ragbench.data.dataset import load_dataset
 from ragbench.core.errors import DatasetError
+from ragbench.data import load_dataset
 
 
 def _beir(tmp_path: Path, corpus: list[str], queries: list[str], qrels: list[str]) -> Path:

@@ -14,12 +14,13 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from conftest import DEMO, ROOT, write_config
 from typer.testing import CliRunner
 
-from conftest import DEMO, ROOT, write_config
 from ragbench.cli import app
 from ragbench.config import load_config
 from ragbench.core.locks import LockBusyError, file_lock
+from ragbench.core.settings import Settings
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
 
@@ -117,7 +118,7 @@ def test_sigkill_mid_embedding_and_mid_evaluation_then_resume(tmp_path):
     assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(resumed)
 
     # an uninterrupted run (a new sweep from the same cache) gives the same results, computing no vector
-    fresh = run_sweep(load_config(cfg), settings)
+    fresh = run_sweep(load_config(cfg), Settings(home=home))
     assert fresh.vectors_computed == 0
     for o in fresh.outcomes:
         assert o.metrics == pytest.approx(resumed[o.config_id]["metrics"], nan_ok=True)
@@ -163,8 +164,8 @@ output: {{mlflow: false}}
 def test_same_sweep_twice_at_once_is_refused_clearly(home, settings, tmp_path):
     cfg = write_config(tmp_path / "a.yaml", BM25_ONLY.format(name="a", demo=DEMO, chunker="whole"))
     config = load_config(cfg)
-    from ragbench.data.dataset import load_dataset
     from ragbench.core.hashing import stable_hash
+    from ragbench.data import load_dataset
 
     fp = load_dataset(config.dataset).fingerprint
     with file_lock(home / "locks" / f"sweep-{stable_hash(config.canonical())}-{fp}.lock", "held"):

@@ -7,15 +7,24 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragbench.core.cache import VectorCache
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, EmbedderSpec, WholeDocChunker
-from ragbench.data.dataset import load_dataset
+from ragbench.core.cache import VectorCache
+from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts, model_key
-from ragbench.index.filters import (allowed_doc_ids, bm25_weight_mask, check_fields, chunk_payloads, doc_metadata,
-                              filtered_shortfall, index_filter, parse_filter, post_filter)
+from ragbench.index.filters import (
+    allowed_doc_ids,
+    bm25_weight_mask,
+    check_fields,
+    chunk_payloads,
+    doc_metadata,
+    filtered_shortfall,
+    index_filter,
+    parse_filter,
+    post_filter,
+)
 from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex
-from ragbench.retrieval import BM25Index, RUN_SCHEMA, run_from_hits
+from ragbench.retrieval import RUN_SCHEMA, BM25Index, run_from_hits
 from tests.conftest import DEMO
 
 EMB = EmbedderSpec(model="static-retrieval-m2v")

@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import duckdb
-
 from conftest import DEMO, ROOT, write_config
 
 

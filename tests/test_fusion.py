@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.retrieval.fusion import check_run, convex, qdrant_rrf_k, rrf
 from ragbench.retrieval import RUN_SCHEMA
+from ragbench.retrieval.fusion import check_run, convex, qdrant_rrf_k, rrf
 
 
 def _run(rows):
@@ -107,13 +107,26 @@ def test_library_rrf_agrees_with_qdrant_edge_rrf(tmp_path):
     """Qdrant Edge: dense named vector + sparse BM25 vector, two prefetches fused by ``Fusion.Rrf`` inside Qdrant,
     against :func:`rrf` applied to the two prefetch result lists. Qdrant ranks from 0, so ``rrf(k=60)`` must equal
     ``Fusion.Rrf(k=61)`` (see :func:`qdrant_rrf_k`); scores are compared up to Qdrant's float32."""
-    from qdrant_edge import (Bm25, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
-                             Fusion, Modifier, Point, Prefetch, Query, QueryRequest, UpdateOperation)
+    from qdrant_edge import (
+        Bm25,
+        Distance,
+        EdgeConfig,
+        EdgeShard,
+        EdgeSparseVectorParams,
+        EdgeVectorParams,
+        Fusion,
+        Modifier,
+        Point,
+        Prefetch,
+        Query,
+        QueryRequest,
+        UpdateOperation,
+    )
 
+    from ragbench.chunking import chunk_corpus
     from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
     from ragbench.core.cache import VectorCache
-    from ragbench.chunking import chunk_corpus
-    from ragbench.data.dataset import load_dataset
+    from ragbench.data import load_dataset
     from ragbench.embedding.embed import embed_texts
     from tests.conftest import DEMO
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import ROOT, write_config
-from ragbench.core.settings import Settings
+
 from ragbench.config import load_config
+from ragbench.core.settings import Settings
 from ragbench.sweep import run_sweep
 
 SQUAD = ROOT / "tests" / "fixtures" / "squad_small.json"

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from ragbench.generation.llm.graders import (answer_in_context, contains, exact_match, grade, is_insufficient, normalize_answer,
-                                  token_f1)
+from ragbench.generation.llm.graders import (
+    answer_in_context,
+    contains,
+    exact_match,
+    grade,
+    is_insufficient,
+    normalize_answer,
+    token_f1,
+)
 
 
 @pytest.mark.parametrize("raw, norm", [

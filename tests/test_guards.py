@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from ragbench.config import EmbedderSpec
 from ragbench.core import progress as progress_mod
 from ragbench.core.cache import VectorCache
-from ragbench.config import EmbedderSpec
-from ragbench.embedding.embed import embed_texts
-from ragbench.core.settings import Settings
 from ragbench.core.resources import ResourceError, ensure_disk_space
 from ragbench.core.retry import call_with_retries, is_transient
+from ragbench.core.settings import Settings
+from ragbench.embedding.embed import embed_texts
 
 
 def test_transient_errors_are_retried_and_permanent_ones_are_not():

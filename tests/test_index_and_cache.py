@@ -6,10 +6,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ragbench.core.cache import VectorCache, atomic_write_parquet
 from ragbench.config import EmbedderSpec
-from ragbench.embedding.embed import embed_texts
+from ragbench.core.cache import VectorCache, atomic_write_parquet
 from ragbench.core.errors import IndexMismatchError
+from ragbench.embedding.embed import embed_texts
 from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex
 
 
@@ -92,14 +92,13 @@ def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
     """Dense + Qdrant-BM25 sparse prefetches fused by Qdrant's RRF: the embedded engine and qdrant-client give the
     same ranking, and it equals ragbench's own RRF of the two prefetch lists (1-based ranks, k = 60)."""
     import polars as pl
+    from conftest import DEMO
 
-    from ragbench.retrieval.fusion import rrf
+    from ragbench.config import DatasetSpec
+    from ragbench.data import load_dataset
     from ragbench.index.qdrant import bm25_sparse
     from ragbench.retrieval import RUN_SCHEMA
-
-    from conftest import DEMO
-    from ragbench.config import DatasetSpec
-    from ragbench.data.dataset import load_dataset
+    from ragbench.retrieval.fusion import rrf
 
     demo = load_dataset(DatasetSpec(path=DEMO, queries="all"))  # real text: BM25 ties are rare
     texts = [f"{t} {x}" for t, x in demo.corpus.select("title", "text").iter_rows()]

@@ -7,8 +7,8 @@ import json
 
 import duckdb
 import pytest
-
 from conftest import DEMO, write_config
+
 from ragbench.config import load_config
 from ragbench.core.settings import Settings
 from ragbench.sweep import run_sweep

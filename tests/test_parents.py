@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 
 from ragbench.chunking import CHUNK_SCHEMA
-from ragbench.data.dataset import CORPUS_SCHEMA, SPANS_SCHEMA
 from ragbench.core.hashing import stable_hash
-from ragbench.retrieval.parents import parent_chunks, parent_spans, small_to_big
+from ragbench.data.dataset import CORPUS_SCHEMA, SPANS_SCHEMA
 from ragbench.retrieval import RUN_SCHEMA
+from ragbench.retrieval.parents import parent_chunks, parent_spans, small_to_big
 
 DOC = ("# Guide\n\nIntro text here.\n\n"
        "## Install\n\nRun the installer. Then check the version.\n\n"

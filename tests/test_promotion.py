@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 
 import polars as pl
 import pytest
+from conftest import DEMO, write_config
 from typer.testing import CliRunner
 
-from conftest import DEMO, write_config
 from ragbench.cli import app
 from ragbench.core.settings import Settings
 from ragbench.promotion.registry import PROMOTIONS_DDL, check_gate, collection_alias

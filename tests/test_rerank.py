@@ -7,13 +7,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragbench.core.cache import VectorCache
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, EmbedderSpec, SentenceChunker
-from ragbench.data.dataset import load_dataset
-from ragbench.embedding.models import load_sentence_transformer
+from ragbench.core.cache import VectorCache
+from ragbench.core.models import load_sentence_transformer
+from ragbench.data import load_dataset
+from ragbench.retrieval import RUN_SCHEMA, BM25Index, run_from_hits
 from ragbench.retrieval.rerank import BiEncoderRescorer, CrossEncoderReranker, rerank
-from ragbench.retrieval import BM25Index, RUN_SCHEMA, run_from_hits
 from tests.conftest import DEMO
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
 from conftest import DEMO, ROOT, write_config
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))

@@ -12,8 +12,8 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import DEMO, write_config
+
 from ragbench.config import load_config
 from ragbench.sweep import run_sweep
 

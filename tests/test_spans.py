@@ -19,12 +19,19 @@ import polars as pl
 import pytest
 
 from ragbench.chunking import CHUNK_SCHEMA, FixedChunker, chunk_corpus
+from ragbench.core.models import count_tokens
 from ragbench.data.dataset import SPANS_SCHEMA
 from ragbench.evaluation.metrics import Measure
-from ragbench.embedding.models import count_tokens
+from ragbench.evaluation.spans import (
+    budget_metrics,
+    chunk_level_run_metrics,
+    chunk_relevance,
+    merge_intervals,
+    merge_spans,
+    span_metrics,
+    union_length,
+)
 from ragbench.retrieval import RUN_SCHEMA
-from ragbench.evaluation.spans import (budget_metrics, chunk_level_run_metrics, chunk_relevance, merge_intervals, merge_spans,
-                            span_metrics, union_length)
 
 DOC_A = "Rivers carry water to the sea. Most rivers start in hills. Some rivers dry up in summer and returns."
 DOC_B = "Bridges span rivers. The oldest bridge here is from 1820 AD."

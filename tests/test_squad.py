@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from ragbench.config import DatasetSpec
-from ragbench.data.dataset import load_dataset
 from ragbench.core.errors import DatasetError
+from ragbench.data import load_dataset
 from ragbench.data.squad import load_squad, parse_squad, read_squad_json, title_slug
 
 FIXTURE = Path(__file__).parent / "fixtures" / "squad_small.json"

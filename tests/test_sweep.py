@@ -7,9 +7,9 @@ import math
 
 import duckdb
 import pytest
+from conftest import DEMO, SCIFACT, requires_scifact, write_config
 from typer.testing import CliRunner
 
-from conftest import DEMO, SCIFACT, requires_scifact, write_config
 from ragbench.cli import app
 from ragbench.config import load_config
 from ragbench.sweep import run_sweep

@@ -4,8 +4,18 @@ Importing this package imports every module in it, so a new strategy is one new 
 calls ``@CHUNKERS.register`` before the config is loaded).
 """
 
-from ragbench.chunking.base import (CHUNK_SCHEMA, CHUNKERS, ChunkerSpec, SizedChunkerSpec, Span, chunk_corpus, chunker_label,
-                                    contextual_text, spans_for, trim)
+from ragbench.chunking.base import (
+                                    CHUNK_SCHEMA,
+                                    CHUNKERS,
+                                    ChunkerSpec,
+                                    SizedChunkerSpec,
+                                    Span,
+                                    chunk_corpus,
+                                    chunker_label,
+                                    contextual_text,
+                                    spans_for,
+                                    trim,
+)
 from ragbench.core.registry import import_submodules
 
 import_submodules(__name__)

@@ -15,6 +15,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field, model_validator
 
+from ragbench.chunking.headings import heading_path_at, markdown_headings
 from ragbench.core.hashing import stable_hash
 from ragbench.core.registry import Registry
 from ragbench.core.schemas import CHUNK_SCHEMA
@@ -109,8 +110,6 @@ def contextual_text(prefix: str, title: str, breadcrumb: list[str], text: str) -
 
 
 def _rows(ds: Dataset, spec: ChunkerSpec) -> Iterator[tuple]:
-    from ragbench.chunking.markdown import heading_path_at, markdown_headings
-
     for doc_id, title, text in ds.corpus.select("doc_id", "title", "text").iter_rows():
         headings = markdown_headings(text) if spec.prefix == "breadcrumb" else []
         for ordinal, (s, e) in enumerate(spec.spans(text)):

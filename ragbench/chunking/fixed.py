@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ragbench.chunking.base import CHUNKERS, SizedChunkerSpec, Span, trim
-from ragbench.embedding.models import load_tokenizer
+from ragbench.core.models import load_tokenizer
 
 
 def fixed_spans(text: str, size: int, overlap: int, unit: str, tokenizer: str) -> list[Span]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ragbench.chunking.base import CHUNKERS, SizedChunkerSpec, Span
-from ragbench.embedding.models import load_tokenizer
+from ragbench.core.models import load_tokenizer
 
 
 def recursive_spans(text: str, spec: "RecursiveChunker") -> list[Span]:

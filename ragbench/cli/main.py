@@ -111,7 +111,7 @@ def datasets_validate(
 ) -> None:
     """Load a dataset with full validation and print its summary (errors name file and line)."""
     from ragbench.config import DatasetSpec
-    from ragbench.data.dataset import load_dataset
+    from ragbench.data import load_dataset
 
     fmt = "squad" if path.suffix == ".json" else "beir"
     try:

@@ -131,8 +131,8 @@ def register(app: typer.Typer) -> None:
         p-values, win/tie/loss per query, and the set of configs tied with the best."""
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import stdout
-        from ragbench.reporting.report import comparison_rich, per_query_values, resolve_sweep_id, sweep_primary
         from ragbench.evaluation.stats import compare_configs
+        from ragbench.reporting.report import comparison_rich, per_query_values, resolve_sweep_id, sweep_primary
 
         try:
             store, _ = _store(home)
@@ -164,9 +164,9 @@ def register(app: typer.Typer) -> None:
         """Show what one config retrieved for one query: ranked chunks with scores (★ = relevant document), the
         rank of the first relevant chunk in a deep pool, and the near misses that ranked above it."""
         from ragbench.core.errors import RagbenchError
+        from ragbench.core.progress import stdout
         from ragbench.reporting.explain import explain as _explain
         from ragbench.reporting.explain import render_explanation
-        from ragbench.core.progress import stdout
 
         try:
             store, settings = _store(home)

@@ -3,8 +3,16 @@
 Every section's spec is defined beside the stage it configures and re-exported here for convenience.
 """
 
-from ragbench.chunking import (CHUNKERS, ChunkerSpec, FixedChunker, MarkdownChunker, RecursiveChunker, SentenceChunker,
-                               WholeDocChunker, chunker_label)
+from ragbench.chunking import (
+                               CHUNKERS,
+                               ChunkerSpec,
+                               FixedChunker,
+                               MarkdownChunker,
+                               RecursiveChunker,
+                               SentenceChunker,
+                               WholeDocChunker,
+                               chunker_label,
+)
 from ragbench.config.loader import load_config
 from ragbench.config.sweep import OutputSpec, RunConfig, SweepConfig
 from ragbench.data.spec import DatasetSpec
@@ -15,9 +23,20 @@ from ragbench.evaluation.metrics import MetricsSpec
 from ragbench.evaluation.query_classes import QueryClassSpec
 from ragbench.generation.spec import ContextAssemblySpec, GenerationSpec, KSweepSpec, LocalServerSpec
 from ragbench.index.spec import IndexSpec
-from ragbench.retrieval import (RERANKERS, RETRIEVERS, BM25Params, BM25Retriever, DenseParams, DenseRetriever,
-                                HybridBM25Params, HybridRetriever, ParentsSpec, RerankSpec, RetrieverSpec,
-                                retriever_label)
+from ragbench.retrieval import (
+                               RERANKERS,
+                               RETRIEVERS,
+                               BM25Params,
+                               BM25Retriever,
+                               DenseParams,
+                               DenseRetriever,
+                               HybridBM25Params,
+                               HybridRetriever,
+                               ParentsSpec,
+                               RerankSpec,
+                               RetrieverSpec,
+                               retriever_label,
+)
 
 __all__ = ["CHUNKERS", "RERANKERS", "RETRIEVERS", "AnnFidelitySpec", "BM25Params", "BM25Retriever", "ChunkerSpec",
            "ContextAssemblySpec", "DatasetSpec", "DenseParams", "DenseRetriever", "DiagnosticsSpec", "EmbedderSpec",

@@ -3,13 +3,8 @@
 Labels are documents (qrels) or character spans inside documents, never chunk ids, so every chunker is judged on
 the same footing. Loaders validate everything before any heavy work and name the file and line of each problem.
 
-Layout read by :func:`load_beir` (the BEIR convention, plus two optional extras)::
-
-    corpus.jsonl        {"_id", "title", "text", "metadata"?}
-    queries.jsonl       {"_id", "text", "metadata"?: {"class"?, "answers"?, <doc_id>: [{"sentences": [...]}]}}
-    qrels/<split>.tsv   query-id <TAB> corpus-id <TAB> score   (header line optional)
-    spans/<split>.jsonl {"query_id", "doc_id", "start", "end", "relevance"}   (optional, [start, end) in text)
-    sentences.jsonl     {"_id", "sentences": [[start, end], ...]}  (optional; SciFact: evidence sentence offsets)
+One module per format reads its files into a :class:`Dataset` (:mod:`.beir`, :mod:`.squad`); this module holds
+the type and the readers and checks they share.
 """
 
 from __future__ import annotations
@@ -21,10 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.data.spec import DatasetSpec
 from ragbench.core.errors import DatasetError
-from ragbench.core.hashing import file_sha256, stable_hash
-from ragbench.core.schemas import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA
+from ragbench.core.schemas import QRELS_SCHEMA, SPANS_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -141,82 +134,6 @@ def validate_spans(spans: list[tuple], doc_len: dict[str, int], source: str) -> 
     return pl.DataFrame(out, schema=SPANS_SCHEMA, orient="row"), warnings
 
 
-# ---------------------------------------------------------------- BEIR
-def load_beir(spec: DatasetSpec) -> Dataset:
-    """Load a BEIR-layout folder, validating ids, references and spans. See the module docstring for the layout."""
-    root = Path(spec.path)
-    if not root.is_dir():
-        raise DatasetError(f"{root}: dataset folder not found")
-    corpus_path, queries_path = root / "corpus.jsonl", root / "queries.jsonl"
-    qrels_path = root / "qrels" / f"{spec.split}.tsv"
-
-    corpus_rows = _read_jsonl(corpus_path, ("_id", "text"))
-    if not corpus_rows:
-        raise DatasetError(f"{corpus_path}: empty corpus")
-    _unique_ids(corpus_path, corpus_rows)
-    query_rows = _read_jsonl(queries_path, ("_id", "text"))
-    if not query_rows:
-        raise DatasetError(f"{queries_path}: no queries")
-    _unique_ids(queries_path, query_rows)
-    for lineno, obj in corpus_rows:
-        if not isinstance(obj["text"], str):
-            raise DatasetError(f"{corpus_path}:{lineno}: 'text' must be a string")
-
-    corpus = pl.DataFrame(
-        [(str(o["_id"]), str(o.get("title") or ""), o["text"], json.dumps(o.get("metadata") or {}, sort_keys=True))
-         for _, o in corpus_rows], schema=CORPUS_SCHEMA, orient="row")
-    doc_len = dict(zip(corpus["doc_id"], corpus["text"].str.len_chars()))
-
-    query_meta = {str(o["_id"]): (o.get("metadata") or {}) for _, o in query_rows}
-    queries = pl.DataFrame(
-        [(str(o["_id"]), str(o["text"]), (o.get("metadata") or {}).get("class"),
-          [str(a) for a in (o.get("metadata") or {}).get("answers", []) or []])
-         for _, o in query_rows], schema=QUERY_SCHEMA, orient="row")
-    qrels = _read_qrels(qrels_path, set(doc_len), set(query_meta))
-
-    span_rows: list[tuple] = []
-    spans_path = root / "spans" / f"{spec.split}.jsonl"
-    sentences_path = root / "sentences.jsonl"
-    if spec.spans and spans_path.is_file():
-        for lineno, o in _read_jsonl(spans_path, ("query_id", "doc_id", "start", "end")):
-            span_rows.append((str(o["query_id"]), str(o["doc_id"]), int(o["start"]), int(o["end"]),
-                              int(o.get("relevance", 1)), f"{spans_path}:{lineno}"))
-    elif spec.spans and sentences_path.is_file():
-        span_rows = _sentence_evidence_spans(sentences_path, query_meta, qrels)
-
-    if spec.queries == "in_qrels":
-        queries = queries.filter(pl.col("query_id").is_in(qrels["query_id"].unique().implode()))
-    spans, warnings = validate_spans(span_rows, doc_len, str(spans_path))
-    spans = spans.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
-
-    files = [corpus_path, queries_path, qrels_path] + [p for p in (spans_path, sentences_path) if p.is_file()]
-    fingerprint = stable_hash({"files": {p.name: file_sha256(p) for p in files},
-                               "spec": spec.model_dump(mode="json", exclude={"name", "path"})})
-    ds = Dataset(spec.name or root.name, corpus, queries, qrels, spans, fingerprint, tuple(warnings))
-    return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
-
-
-def _sentence_evidence_spans(path: Path, query_meta: dict[str, dict], qrels: pl.DataFrame) -> list[tuple]:
-    """SciFact: evidence sentence indices in query metadata + sentence offsets -> character spans (relevance 1)."""
-    offsets: dict[str, list] = {}
-    for lineno, o in _read_jsonl(path, ("_id", "sentences")):
-        offsets[str(o["_id"])] = o["sentences"]
-    judged = set(zip(qrels["query_id"], qrels["doc_id"]))
-    rows = []
-    for qid, meta in query_meta.items():
-        for did, evidence in meta.items():
-            if (qid, did) not in judged or not isinstance(evidence, list) or did not in offsets:
-                continue
-            for ev in evidence:
-                for idx in ev.get("sentences", []):
-                    if not 0 <= idx < len(offsets[did]):
-                        raise DatasetError(f"{path}: query {qid} cites sentence {idx} of doc {did}, "
-                                           f"which has {len(offsets[did])} sentences")
-                    s, e = offsets[did][idx]
-                    rows.append((qid, did, int(s), int(e), 1, f"{path} (query {qid}, doc {did})"))
-    return rows
-
-
 def subset(ds: Dataset, max_queries: int | None, max_docs: int | None, seed: int = 0) -> Dataset:
     """A seeded slice: ``max_queries`` judged queries (unjudged ones kept in proportion), and every judged doc of
     them plus seeded distractors up to ``max_docs``. The fingerprint already covers these settings."""
@@ -239,12 +156,3 @@ def subset(ds: Dataset, max_queries: int | None, max_docs: int | None, seed: int
         keep_docs = judged | set(rng.sample(others, min(n_extra, len(others))))
         corpus = corpus.filter(pl.col("doc_id").is_in(list(keep_docs)))
     return replace(ds, corpus=corpus, queries=queries, qrels=qrels, spans=spans)
-
-
-def load_dataset(spec: DatasetSpec) -> Dataset:
-    """Dispatch on ``spec.format``."""
-    if spec.format == "beir":
-        return load_beir(spec)
-    from ragbench.data.squad import load_squad  # noqa: PLC0415 (optional format, issue-specific loader)
-
-    return load_squad(spec)

@@ -28,10 +28,10 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ragbench.data.spec import DatasetSpec
-from ragbench.data.dataset import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, Dataset, subset, validate_spans
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
+from ragbench.data.dataset import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, Dataset, subset, validate_spans
+from ragbench.data.spec import DatasetSpec, register_loader
 
 REPAIR_WINDOW = 50
 ANSWERS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "start": pl.Int64, "end": pl.Int64,
@@ -72,6 +72,7 @@ def squad_file(spec: DatasetSpec) -> Path:
     return path
 
 
+@register_loader("squad")
 def load_squad(spec: DatasetSpec, *, repair: Repair = "error") -> Dataset:
     """Load a SQuAD v1.1-format file as a :class:`Dataset` (see the module docstring for the conventions).
 

@@ -11,11 +11,11 @@ from typing import Literal
 import numpy as np
 
 from ragbench.core.cache import EmbedStats, VectorCache
-from ragbench.embedding.spec import EmbedderSpec
 from ragbench.core.hashing import text_hash
-from ragbench.embedding.models import load_sentence_transformer, resolve_model
+from ragbench.core.models import load_sentence_transformer, resolve_model
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
+from ragbench.embedding.spec import EmbedderSpec
 
 Role = Literal["query", "document"]
 

@@ -7,7 +7,6 @@ from pydantic import Field
 from ragbench.core.spec import Spec
 
 
-
 class EmbedderSpec(Spec):
     name: str | None = None
     model: str

@@ -20,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import polars as pl
-
-from ragbench.core.schemas import check_run
 from pydantic import Field
 
+from ragbench.core.schemas import check_run
 from ragbench.core.spec import Spec
 
 

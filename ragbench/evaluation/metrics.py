@@ -18,16 +18,15 @@ A query with no relevant label gets NaN for every measure: it is excluded from m
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
+from ragbench.core.schemas import PER_QUERY_SCHEMA
 from ragbench.core.spec import Spec
 from ragbench.evaluation.measures import RANK_MEASURES, Measure
-from ragbench.core.schemas import PER_QUERY_SCHEMA
 
 
 class MetricsSpec(Spec):

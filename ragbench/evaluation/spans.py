@@ -283,7 +283,7 @@ def budget_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans: pl.Data
 
 def _token_cutter(chunks: pl.DataFrame, tokenizer: str):
     """``(chunk_id, n) -> characters`` of the chunk's text up to the end of its ``n``-th token."""
-    from ragbench.embedding.models import load_tokenizer  # noqa: PLC0415 (only when exact cutting is asked for)
+    from ragbench.core.models import load_tokenizer  # noqa: PLC0415 (only when exact cutting is asked for)
 
     tok = load_tokenizer(tokenizer)
     texts = dict(zip(chunks["chunk_id"], chunks["text"]))

@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import polars as pl
 
@@ -328,16 +327,3 @@ def k_sweep(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, cli
                      "mean_context_tokens": float(table["context_tokens"].mean()),
                      "recall": recall, "recall_measure": measure})
     return pl.DataFrame(rows)
-
-
-def plot_k_sweep(table: pl.DataFrame, path: str | Path, *, title: str = "Answer accuracy vs retrieval recall") -> Path:
-    """PNG with answer accuracy, answer-in-context and retrieval recall over k (log2 x axis)."""
-    from ragbench.reporting.plots import line_plot
-
-    if not table.height:
-        raise ValueError("empty k-sweep table")
-    measure = table["recall_measure"][0]
-    pts = lambda col: [(float(k), float(v)) for k, v in zip(table["k"], table[col])]  # noqa: E731
-    return line_plot({"answer accuracy (LLM)": pts("accuracy"), "answer in context (no LLM)": pts("answer_in_context"),
-                      f"retrieval {measure}@k": pts("recall")}, Path(path), title=title, xlabel="k (chunks in context)",
-                     ylabel="share of queries", logx=True)

@@ -9,7 +9,6 @@ from pydantic import Field, model_validator
 from ragbench.core.spec import Spec
 
 
-
 class ContextAssemblySpec(Spec):
     """How retrieved chunks become the prompt's context (see :mod:`ragbench.generation.llm.context`)."""
 

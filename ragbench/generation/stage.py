@@ -11,13 +11,20 @@ import dataclasses
 
 import polars as pl
 
-from ragbench.generation.answering import (ANSWER_SCHEMA, answer_queries, context_hits, k_sweep, oracle_test, summarize_answers,
-                        verdict_counts)
-from ragbench.generation.spec import GenerationSpec
-from ragbench.data.dataset import Dataset
-from ragbench.generation.llm.context import DEFAULT_INSTRUCTION, ContextSpec
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.data.dataset import Dataset
+from ragbench.generation.answering import (
+    ANSWER_SCHEMA,
+    answer_queries,
+    context_hits,
+    k_sweep,
+    oracle_test,
+    summarize_answers,
+    verdict_counts,
+)
+from ragbench.generation.llm.context import DEFAULT_INSTRUCTION, ContextSpec
+from ragbench.generation.spec import GenerationSpec
 
 
 def context_spec(spec: GenerationSpec) -> ContextSpec:

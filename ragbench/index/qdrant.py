@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ragbench.index.spec import IndexSpec
 from ragbench.core.errors import IndexMismatchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
+from ragbench.index.spec import IndexSpec
 
 UPSERT_BATCH = 1024
 
@@ -130,9 +130,19 @@ class EdgeIndex:
             return self._ensure(meta, batches if payloads is None else as_batches(batches, payloads))
 
     def _ensure(self, meta: CollectionMeta, batches: Iterable[Batch]) -> bool:
-        from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard,
-                                 EdgeSparseVectorParams, EdgeVectorParams, HnswIndexConfig, Modifier, Point,
-                                 UpdateOperation)
+        from qdrant_edge import (
+            CountRequest,
+            Distance,
+            EdgeConfig,
+            EdgeOptimizersConfig,
+            EdgeShard,
+            EdgeSparseVectorParams,
+            EdgeVectorParams,
+            HnswIndexConfig,
+            Modifier,
+            Point,
+            UpdateOperation,
+        )
 
         existing = self.meta(meta.name)
         if existing is not None and existing.count == meta.count:

@@ -9,7 +9,6 @@ from pydantic import Field
 from ragbench.core.spec import Spec
 
 
-
 class IndexSpec(Spec):
     """Qdrant collection parameters. ``full_scan_threshold_kb`` below which Qdrant searches brute force."""
 

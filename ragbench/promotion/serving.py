@@ -20,8 +20,8 @@ from typing import Any
 import polars as pl
 from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promotion/explain load serving lazily
 
-from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.config import CHUNKERS, RETRIEVERS, DatasetSpec, EmbedderSpec, IndexSpec, RunConfig
+from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.errors import RagbenchError
 from ragbench.core.settings import Settings
 
@@ -92,7 +92,7 @@ def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dic
 
 def load_dataset_checked(dataset_spec: dict, dataset_fingerprint: str):
     """Load the dataset a sweep used and refuse it if its files changed since (the fingerprint differs)."""
-    from ragbench.data.dataset import load_dataset
+    from ragbench.data import load_dataset
 
     ds = load_dataset(DatasetSpec.model_validate(dataset_spec))
     if ds.fingerprint != dataset_fingerprint:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import polars as pl
 from rich.console import Group
@@ -29,9 +28,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.settings import Settings
 from ragbench.reporting.report import resolve_config_id, resolve_sweep_id
 from ragbench.results.store import ResultStore
-from ragbench.core.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
+import polars as pl
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -45,3 +46,14 @@ def metric_curve(metrics_by_config: Mapping[str, Mapping[str, float]], prefix: s
                     pts.append((int(x), value))
         series[name] = pts
     return line_plot(series, path, title=title, xlabel=xlabel, ylabel=prefix.rstrip("@"), logx=logx)
+
+
+def plot_k_sweep(table: pl.DataFrame, path: str | Path, *, title: str = "Answer accuracy vs retrieval recall") -> Path:
+    """PNG with answer accuracy, answer-in-context and retrieval recall over k (log2 x axis)."""
+    if not table.height:
+        raise ValueError("empty k-sweep table")
+    measure = table["recall_measure"][0]
+    pts = lambda col: [(float(k), float(v)) for k, v in zip(table["k"], table[col])]  # noqa: E731
+    return line_plot({"answer accuracy (LLM)": pts("accuracy"), "answer in context (no LLM)": pts("answer_in_context"),
+                      f"retrieval {measure}@k": pts("recall")}, Path(path), title=title, xlabel="k (chunks in context)",
+                     ylabel="share of queries", logx=True)

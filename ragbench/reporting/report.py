@@ -28,9 +28,9 @@ from rich.table import Table
 
 from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import log
+from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.results.store import ResultStore
-from ragbench.core.settings import Settings
 
 #: Measures shown next to the primary one in leaderboards (when the sweep computed them).
 LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")

@@ -4,8 +4,16 @@ import), fusion, reranking (:mod:`.rerank`), small-to-big (:mod:`.parents`) and 
 
 from ragbench.core.registry import import_submodules
 from ragbench.core.schemas import RUN_SCHEMA
-from ragbench.retrieval.base import (RETRIEVERS, DenseSearch, Filters, RetrievalResources, RetrievalResult,
-                                     RetrieverSpec, retriever_label, run_from_hits)
+from ragbench.retrieval.base import (
+                                     RETRIEVERS,
+                                     DenseSearch,
+                                     Filters,
+                                     RetrievalResources,
+                                     RetrievalResult,
+                                     RetrieverSpec,
+                                     retriever_label,
+                                     run_from_hits,
+)
 
 import_submodules(__name__)
 

@@ -22,7 +22,7 @@ from ragbench.core.schemas import RUN_SCHEMA
 from ragbench.core.spec import Spec
 from ragbench.data.dataset import Dataset
 from ragbench.retrieval.parents import ParentsSpec
-from ragbench.retrieval.rerank import RERANKERS, RerankSpec
+from ragbench.retrieval.rerank import RERANKERS
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines flood Prefect's console
 

@@ -24,7 +24,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field
 
-from ragbench.chunking.markdown import markdown_headings
+from ragbench.chunking.headings import markdown_headings
 from ragbench.core.hashing import stable_hash
 from ragbench.core.schemas import CHUNK_SCHEMA, RUN_SCHEMA, check_run
 from ragbench.core.spec import Spec

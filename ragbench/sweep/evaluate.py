@@ -9,9 +9,9 @@ from __future__ import annotations
 import polars as pl
 
 from ragbench.config import RunConfig
+from ragbench.core.models import count_tokens
 from ragbench.data.dataset import Dataset
 from ragbench.embedding.embed import model_key
-from ragbench.embedding.models import count_tokens
 from ragbench.evaluation.ann import ann_fidelity
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run

@@ -17,22 +17,23 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ragbench.chunking.stats import chunk_statistics
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import RagbenchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
+from ragbench.core.models import configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.settings import Settings
-from ragbench.chunking.stats import chunk_statistics
-from ragbench.data.dataset import Dataset, load_dataset
+from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts
-from ragbench.embedding.models import configure_revision_memo, count_tokens
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
 from ragbench.generation.stage import Generator, k_sweep_stage
 from ragbench.index.build import index_stage
 from ragbench.index.qdrant import open_index
+from ragbench.reporting.plots import metric_curve, plot_k_sweep
 from ragbench.results.outcomes import ConfigOutcome, ConfigResult, SweepResult
 from ragbench.results.record import record, record_failure
 from ragbench.results.store import ResultStore
@@ -274,8 +275,6 @@ class _Sweep:
         self.store.write_k_sweep(self.sweep_id, run_config.config_id, table)
         log.info("k sweep on %s:\n%s", run_config.name, table.select("k", "accuracy", "answer_in_context", "recall"))
         if self.tracker and self.parent_run:
-            from ragbench.generation.answering import plot_k_sweep
-
             try:
                 with tempfile.TemporaryDirectory() as tmp:
                     table.write_parquet(Path(tmp) / "k_sweep.parquet")
@@ -304,8 +303,6 @@ class _Sweep:
 
 def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) -> None:
     """Evidence recall vs context budget and recall vs k, one line per config, on the sweep's parent run."""
-    from ragbench.reporting.plots import metric_curve
-
     done = {o.name: o.metrics for o in outcomes if o.status == "finished" and o.metrics}
     if not done:
         return

@@ -14,11 +14,11 @@ from ragbench.chunking import ChunkerSpec, chunk_corpus
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import DatasetError
+from ragbench.core.models import resolve_model
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
 from ragbench.embedding.embed import embed_texts
-from ragbench.embedding.models import resolve_model
 from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.metrics import MetricsSpec, evaluate_per_query
 from ragbench.evaluation.spans import budget_metrics, chunk_level_run_metrics, span_metrics

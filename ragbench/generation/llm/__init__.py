@@ -16,7 +16,6 @@ evaluations should pick ``qwen2.5-coder-1.5b`` (10/10, 3/3) by config. Their SHA
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 

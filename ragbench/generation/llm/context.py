@@ -8,7 +8,7 @@ Steps, on the chunks of one query given best-first (rank order):
    which waste the budget and over-weight one passage.
 2. **Top k**: the first ``k`` kept chunks.
 3. **Token budget** (``token_budget``): chunk texts are counted with
-   :func:`ragbench.embedding.models.count_tokens` under ``tokenizer`` (an embedding model's tokenizer: an approximation of the
+   :func:`ragbench.core.models.count_tokens` under ``tokenizer`` (an embedding model's tokenizer: an approximation of the
    generator's, typically within ~15%); chunks are taken in rank order while the running total fits, and the first
    chunk that does not fit **and every chunk after it** are cut whole (no partial chunks, so the context is always
    a rank prefix and k and budget compose predictably; a single chunk larger than the budget leaves the context
@@ -145,7 +145,7 @@ def build_context(question: str, chunks: Sequence[tuple[str, str]], spec: Contex
     used_tokens = 0
     n_over = 0
     if keep:
-        from ragbench.embedding.models import count_tokens  # lazy: loads a tokenizer
+        from ragbench.core.models import count_tokens  # lazy: loads a tokenizer
 
         fit = 0
         for n in count_tokens([texts[i] for i in keep], spec.tokenizer):

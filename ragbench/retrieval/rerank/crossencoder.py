@@ -18,7 +18,7 @@ class CrossEncoderReranker:
         from sentence_transformers import CrossEncoder
 
         from ragbench.core.errors import ModelError
-        from ragbench.embedding.models import resolve_model
+        from ragbench.core.models import resolve_model
 
         m = resolve_model(model_name)
         try:

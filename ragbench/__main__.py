@@ -1,0 +1,5 @@
+"""``python -m ragbench``: the ``ragbench`` command."""
+
+from ragbench.cli import app
+
+app()
