@@ -112,7 +112,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     assert live["config_id"] == cid[MINILM] and live["who"] == "tester" and not live["forced"]
     assert live["dataset_fingerprint"] == result.dataset_fingerprint and live["mlflow_model_version"] == "1"
     minilm_collection = live["collection"]
-    assert minilm_collection.startswith("rb_") and collection_alias(home) == minilm_collection
+    assert minilm_collection.startswith("rb_") and collection_alias(Settings(home=home)) == minilm_collection
 
     # Model2Vec is worse than production: refused, with the evidence (p-value) in the message, nothing changes
     res = _cli("promote", "latest", cid[M2V], home=home)
@@ -127,7 +127,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     assert res.exit_code == 0, res.output
     live = _live(home)
     assert live["config_id"] == cid[M2V] and live["forced"] and live["reason"] == "smaller model for the edge box"
-    assert live["collection"] != minilm_collection and collection_alias(home) == live["collection"]
+    assert live["collection"] != minilm_collection and collection_alias(Settings(home=home)) == live["collection"]
     assert str(client.get_model_version_by_alias("ragbench-retriever", "production").version) == "2"
     res = _cli("production", home=home)
     assert res.exit_code == 0 and "static-retrieval-m2v" in res.output and "live" in res.output
@@ -151,7 +151,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     assert res.exit_code == 0, res.output
     live = _live(home)
     assert live["config_id"] == cid[MINILM] and live["mlflow_model_version"] == "1"
-    assert collection_alias(home) == minilm_collection
+    assert collection_alias(Settings(home=home)) == minilm_collection
     assert str(client.get_model_version_by_alias("ragbench-retriever", "production").version) == "1"
     history = store.query("SELECT config_id, active, rolled_back_at IS NOT NULL AS rolled FROM promotions "
                           "ORDER BY promoted_at")

@@ -92,6 +92,17 @@ def trim(text: str, s: int, e: int) -> Span | None:
     return (s, e) if s < e else None
 
 
+def unit_windows(units: list[Span], size: int, step: int) -> list[Span]:
+    """Windows of ``size`` consecutive units (tokens, characters, sentences) advancing by ``step``, each from its
+    first unit's start to its last unit's end; the last window ends at the last unit."""
+    out = []
+    for i in range(0, len(units), step):
+        out.append((units[i][0], units[min(i + size, len(units)) - 1][1]))
+        if i + size >= len(units):
+            break
+    return out
+
+
 def spans_for(spec: ChunkerSpec, text: str) -> list[Span]:
     """The spans ``spec`` cuts ``text`` into."""
     return spec.spans(text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ragbench.chunking.base import CHUNKERS, SizedChunkerSpec, Span, trim
+from ragbench.chunking.base import CHUNKERS, SizedChunkerSpec, Span, trim, unit_windows
 from ragbench.core.models import load_tokenizer
 
 
@@ -14,17 +14,7 @@ def fixed_spans(text: str, size: int, overlap: int, unit: str, tokenizer: str) -
         bounds = [(i, i + 1) for i in range(len(text))]
     else:
         bounds = [o for o in load_tokenizer(tokenizer).encode(text, add_special_tokens=False).offsets if o[1] > o[0]]
-    if not bounds:
-        return []
-    spans, step = [], size - overlap
-    for i in range(0, len(bounds), step):
-        window = bounds[i:i + size]
-        span = trim(text, window[0][0], window[-1][1])
-        if span:
-            spans.append(span)
-        if i + size >= len(bounds):
-            break
-    return spans
+    return [span for s, e in unit_windows(bounds, size, size - overlap) if (span := trim(text, s, e))]
 
 
 @CHUNKERS.register

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ragbench.chunking.base import CHUNKERS, ChunkerSpec, Span, trim
+from ragbench.chunking.base import CHUNKERS, ChunkerSpec, Span, trim, unit_windows
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*+] |\d+\. |#))")
 
@@ -28,15 +28,7 @@ def sentence_spans(text: str) -> list[Span]:
 
 def sentence_window_spans(text: str, window: int, stride: int) -> list[Span]:
     """Windows of ``window`` consecutive sentences advancing by ``stride`` (``0`` = window)."""
-    sents = sentence_spans(text)
-    step = stride or window
-    out = []
-    for i in range(0, len(sents), step):
-        group = sents[i:i + window]
-        out.append((group[0][0], group[-1][1]))
-        if i + window >= len(sents):
-            break
-    return out
+    return unit_windows(sentence_spans(text), window, stride or window)
 
 
 @CHUNKERS.register
