@@ -6,6 +6,12 @@
 
 Every file is written to a temporary name and renamed into place (``os.replace`` is atomic on POSIX), so a
 process killed mid-write leaves either the whole entry or nothing; a stray ``*.tmp`` is never read.
+
+**Integrity.** Each entry's file name ends with the SHA-256 of its bytes (``<key>.<sha256>.parquet``,
+``seg-<sha256>.parquet``), computed when it is written. Every read checks it (once per file and process) and that
+the table has its columns; a damaged entry (truncated, overwritten, garbage, rewritten with other values) is moved to
+``quarantine/`` with a warning naming it, and what it held is recomputed. Entries written before checksums existed
+(``<key>.parquet``, ``seg-<uuid>.parquet``) are read when they parse, and chunk tables are rewritten with one.
 """
 
 from __future__ import annotations
@@ -21,7 +27,65 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ragbench.core.hashing import stable_hash
+from ragbench.core.hashing import file_sha256, stable_hash
+from ragbench.core.progress import log
+
+_SHA_LEN = 64
+
+
+class DamagedEntry(Exception):
+    """A cache file whose bytes do not match its checksum, or that is not the table it should be."""
+
+
+def atomic_write_verified(table: pa.Table | pl.DataFrame, folder: Path, prefix: str) -> Path:
+    """Write ``table`` as ``folder/<prefix><sha256 of the file>.parquet`` atomically; returns the path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{prefix}{uuid.uuid4().hex}.tmp"
+    pq.write_table(table.to_arrow() if isinstance(table, pl.DataFrame) else table, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    path = folder / f"{prefix}{file_sha256(tmp)}.parquet"
+    os.replace(tmp, path)
+    return path
+
+
+class _Verifier:
+    """Checks entries against the checksum in their name (each file once per process) and quarantines damage."""
+
+    def __init__(self, cache_root: Path):
+        self.quarantine_dir = Path(cache_root) / "quarantine"
+        self._ok: set[tuple[str, int, int]] = set()
+
+    def read(self, path: Path, columns: tuple[str, ...], read_columns: list[str] | None = None) -> pa.Table:
+        """The table in ``path``, verified; raises :class:`DamagedEntry` (after quarantining the file)."""
+        try:
+            st = path.stat()
+            stamp = (str(path), st.st_size, st.st_mtime_ns)
+            expected = path.name.removesuffix(".parquet").rsplit(".", 1)[-1].removeprefix("seg-")
+            if stamp not in self._ok and len(expected) == _SHA_LEN and file_sha256(path) != expected:
+                raise DamagedEntry("its bytes do not match the checksum in its name")
+            table = pq.read_table(path, columns=read_columns)
+            missing = [c for c in (read_columns or columns) if c not in table.column_names]
+            if missing:
+                raise DamagedEntry(f"columns {missing} are missing")
+        except DamagedEntry as e:
+            self.quarantine(path, str(e))
+            raise
+        except (OSError, pa.ArrowException) as e:  # truncated or not Parquet at all
+            self.quarantine(path, f"unreadable: {str(e).splitlines()[0][:160]}")
+            raise DamagedEntry(str(e)) from None
+        self._ok.add(stamp)
+        return table
+
+    def quarantine(self, path: Path, reason: str) -> Path | None:
+        dest = self.quarantine_dir / f"{path.parent.name}-{path.name}.{uuid.uuid4().hex[:8]}"
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, dest)
+        except FileNotFoundError:  # another process moved it first
+            return None
+        log.warning("cache entry %s is damaged (%s): moved to %s; what it held is recomputed", path, reason, dest)
+        return dest
 
 
 def atomic_write_parquet(table: pa.Table | pl.DataFrame, path: Path) -> None:
@@ -37,23 +101,50 @@ def atomic_write_parquet(table: pa.Table | pl.DataFrame, path: Path) -> None:
 
 
 class ChunkCache:
-    """Chunk tables under ``root/chunks/<key>.parquet``."""
+    """Chunk tables under ``root/chunks/<key>.<sha256>.parquet``, verified on every read."""
 
     def __init__(self, root: Path):
         self.root = Path(root) / "chunks"
+        self._verifier = _Verifier(root)
 
     @staticmethod
     def key(dataset_fingerprint: str, chunker_spec: dict) -> str:
         return stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_spec})
 
+    def entries(self, key: str | None = None) -> list[Path]:
+        """The files of ``key`` (every key when None), checksummed and legacy ones."""
+        if not self.root.is_dir():
+            return []
+        pattern = f"{key}*.parquet" if key else "*.parquet"
+        return sorted(p for p in self.root.glob(pattern) if key is None or p.name.split(".")[0] == key)
+
     def get_or_build(self, key: str, build: Callable[[], pl.DataFrame]) -> tuple[pl.DataFrame, bool]:
-        """Return ``(chunks, was_cached)``."""
-        path = self.root / f"{key}.parquet"
-        if path.is_file():
-            return pl.read_parquet(path), True
+        """Return ``(chunks, was_cached)``; a damaged entry is quarantined and rebuilt."""
+        for path in self.entries(key):
+            try:
+                table = self._verifier.read(path, ("chunk_id", "doc_id", "start", "end", "text"))
+            except DamagedEntry:
+                continue
+            chunks = pl.from_arrow(table)
+            if len(path.name.split(".")) == 2:  # a legacy entry that parses: give it a checksum
+                atomic_write_verified(chunks, self.root, f"{key}.")
+                path.unlink(missing_ok=True)
+            return chunks, True
         chunks = build()
-        atomic_write_parquet(chunks, path)
+        atomic_write_verified(chunks, self.root, f"{key}.")
         return chunks, False
+
+    def verify(self) -> list[Path]:
+        """Check every entry; returns the damaged ones (already quarantined)."""
+        return [p for p in self.entries() if _damaged(self._verifier, p, ("chunk_id", "doc_id", "text"))]
+
+
+def _damaged(verifier: _Verifier, path: Path, columns: tuple[str, ...]) -> bool:
+    try:
+        verifier.read(path, columns, read_columns=list(columns))
+        return False
+    except DamagedEntry:
+        return True
 
 
 @dataclass(frozen=True)
@@ -76,6 +167,7 @@ class VectorCache:
     def __init__(self, root: Path, segment_rows: int = 2048):
         self.root = Path(root) / "vectors"
         self.segment_rows = segment_rows
+        self._verifier = _Verifier(root)
 
     def _dir(self, model_key: str, role: str) -> Path:
         safe = model_key.replace("/", "__")
@@ -85,11 +177,20 @@ class VectorCache:
         folder = self._dir(model_key, role)
         return sorted(folder.glob("seg-*.parquet")) if folder.is_dir() else []
 
+    def verify(self) -> list[Path]:
+        """Check every segment of every model; returns the damaged ones (already quarantined)."""
+        segs = sorted(self.root.rglob("seg-*.parquet")) if self.root.is_dir() else []
+        return [p for p in segs if _damaged(self._verifier, p, ("text_hash", "vector"))]
+
     def known(self, model_key: str, role: str) -> set[str]:
         """Hashes already cached (reads only the hash columns)."""
         out: set[str] = set()
         for seg in self._segments(model_key, role):
-            out.update(pq.read_table(seg, columns=["text_hash"]).column(0).to_pylist())
+            try:
+                table = self._verifier.read(seg, ("text_hash", "vector"))
+            except DamagedEntry:
+                continue
+            out.update(table.column("text_hash").to_pylist())
         return out
 
     def iter_vectors(self, model_key: str, role: str, wanted: set[str]) -> Iterator[tuple[list[str], np.ndarray]]:
@@ -101,7 +202,10 @@ class VectorCache:
         for seg in self._segments(model_key, role):
             if not remaining:
                 break
-            table = pq.read_table(seg)
+            try:
+                table = self._verifier.read(seg, ("text_hash", "vector"))
+            except DamagedEntry as e:  # raced with a reader that found it damaged after known() ran
+                raise KeyError(f"vector segment {seg.name} is damaged ({e}); run again to recompute it") from None
             hashes = table.column("text_hash").to_pylist()
             rows = [i for i, h in enumerate(hashes) if h in remaining]
             if not rows:
@@ -137,4 +241,4 @@ class VectorCache:
         flat = pa.array(vectors.reshape(-1))
         table = pa.table({"text_hash": pa.array(hashes, pa.string()),
                           "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
-        atomic_write_parquet(table, self._dir(model_key, role) / f"seg-{uuid.uuid4().hex}.parquet")
+        atomic_write_verified(table, self._dir(model_key, role), "seg-")

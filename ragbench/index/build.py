@@ -34,6 +34,22 @@ def collection_for(dataset_fingerprint: str, chunker, embedder: EmbedderSpec, in
                            index_spec, payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))
 
 
+def matches_cache(index, name: str, hashes: list[str], cache: VectorCache, key: str, distance: str,
+                  sample: int = 256, seed: int = 0) -> str | None:
+    """None when a seeded sample of the collection's stored vectors equals the cached vectors of the same chunks
+    (unit-normalised under cosine, as Qdrant stores them; tolerance 1e-4), else what differs."""
+    rng = np.random.default_rng(seed)
+    ids = sorted(rng.choice(len(hashes), size=min(sample, len(hashes)), replace=False).tolist())
+    stored = index.vectors(name, ids)
+    expected = cache.fetch(key, "document", [hashes[i] for i in ids])
+    if distance == "cosine":
+        expected = expected / np.maximum(np.linalg.norm(expected, axis=1, keepdims=True), 1e-12)
+    if stored.shape != expected.shape:
+        return f"stored vectors have shape {stored.shape}, the cache {expected.shape}"
+    worst = float(np.abs(stored - expected).max()) if len(ids) else 0.0
+    return None if worst <= 1e-4 else f"stored vectors differ from the cached ones by up to {worst:.3g}"
+
+
 def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedder: EmbedderSpec,
                 index_spec: IndexSpec, chunks: pl.DataFrame, cache: VectorCache, index, sparse: bool = False, *,
                 disk_root: Path = Path("."), reserve_bytes: int = 200 * 1024 * 1024) -> str:
@@ -66,6 +82,9 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
                           hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
                           full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse)
     ensure_disk_space(disk_root, chunks.height * dim * 4 * 3, f"index {name}", reserve_bytes=reserve_bytes)
-    built, seconds = timed(index.ensure, meta, batches())
+    def verify(idx, collection: str) -> str | None:
+        return matches_cache(idx, collection, hashes, cache, key, index_spec.distance)
+
+    built, seconds = timed(index.ensure, meta, batches(), verify=verify)
     log.info("index %s: %d points, %s", name, chunks.height, f"built in {seconds:.1f} s" if built else "reused")
     return name

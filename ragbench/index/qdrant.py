@@ -18,7 +18,8 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,7 +27,8 @@ import numpy as np
 
 from ragbench.core.errors import IndexMismatchError
 from ragbench.core.hashing import stable_hash
-from ragbench.core.locks import file_lock
+from ragbench.core.locks import acquire_lock
+from ragbench.core.progress import log
 from ragbench.index.spec import IndexSpec
 
 UPSERT_BATCH = 1024
@@ -95,12 +97,18 @@ def _searchable(index, name: str, model_key: str, dim: int) -> CollectionMeta:
 
 
 class EdgeIndex:
-    """Collections as Qdrant Edge shards under ``root/<name>/`` with a ``ragbench.json`` completion marker."""
+    """Collections as Qdrant Edge shards under ``root/<name>/`` with a ``ragbench.json`` completion marker.
+
+    Qdrant Edge lets one process open a shard at a time, so every use of a collection (build, search, reading
+    vectors) holds an inter-process lock on it (``root/.<name>.lock``) and closes the shard when done: sweeps that
+    share a home and a collection take turns on it instead of failing. :meth:`session` holds it across many searches.
+    """
 
     def __init__(self, root: Path):
         self.root = Path(root) / "qdrant-edge"
         self._open: dict[str, object] = {}
-        self._lock = threading.Lock()
+        self._held: dict[str, list[int]] = {}  # name -> [lock descriptor, depth]
+        self._lock = threading.RLock()
 
     def _meta_path(self, name: str) -> Path:
         return self.root / name / "ragbench.json"
@@ -111,6 +119,28 @@ class EdgeIndex:
         except (OSError, ValueError, TypeError):
             return None
 
+    @contextmanager
+    def session(self, name: str) -> Iterator[None]:
+        """Hold collection ``name`` for the block (re-entrant); the shard is closed and the lock released at the end
+        of the outermost block. Another process using it is waited for (up to an hour), with a log line."""
+        with self._lock:
+            if name in self._held:
+                self._held[name][1] += 1
+            else:
+                fd = acquire_lock(self.root / f".{name}.lock", f"collection {name}", wait_seconds=3600,
+                                  on_wait=log.info)
+                self._held[name] = [fd, 1]
+        try:
+            yield
+        finally:
+            with self._lock:
+                held = self._held[name]
+                held[1] -= 1
+                if held[1] == 0:
+                    self._close_shard(name)
+                    os.close(held[0])
+                    del self._held[name]
+
     def _shard(self, name: str):
         from qdrant_edge import EdgeShard
 
@@ -119,17 +149,46 @@ class EdgeIndex:
                 self._open[name] = EdgeShard.load(str(self.root / name / "shard"))
             return self._open[name]
 
+    def _close_shard(self, name: str) -> None:
+        shard = self._open.pop(name, None)
+        if shard is not None:
+            shard.close()
+
+    def vectors(self, name: str, ids: list[int]) -> np.ndarray:
+        """The stored dense vectors of points ``ids`` (normalised by Qdrant under cosine distance)."""
+        with self.session(name):
+            records = {r.id: r.vector["dense"] for r in self._shard(name).retrieve([int(i) for i in ids], False, True)}
+        return np.array([records[int(i)] for i in ids], dtype=np.float32)
+
     def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
-               payloads: list[dict] | None = None) -> bool:
-        """Build the collection unless a complete one exists. Returns True when it was built now.
+               payloads: list[dict] | None = None, verify: Callable[[object, str], str | None] | None = None) -> bool:
+        """Build the collection unless a complete, intact one exists. Returns True when it was built now.
 
         ``batches`` yields ``(ids, vectors, payloads)`` (streamed: memory bounded by one batch), or is a matrix
-        with ``payloads`` alongside. Concurrent builders of one collection wait for each other.
+        with ``payloads`` alongside. ``verify(index, name)`` checks a complete collection before it is reused and
+        returns why it cannot be (it is then rebuilt, with a warning) or None. Concurrent builders wait.
         """
-        with file_lock(self.root / f".{meta.name}.lock", f"collection {meta.name}", wait_seconds=3600):
-            return self._ensure(meta, batches if payloads is None else as_batches(batches, payloads))
+        with self.session(meta.name):
+            return self._ensure(meta, batches if payloads is None else as_batches(batches, payloads), verify)
 
-    def _ensure(self, meta: CollectionMeta, batches: Iterable[Batch]) -> bool:
+    def _reusable(self, meta: CollectionMeta, verify) -> bool:
+        from qdrant_edge import CountRequest
+
+        existing = self.meta(meta.name)
+        if existing is None or existing.count != meta.count:
+            return False
+        try:
+            count = self._shard(meta.name).count(CountRequest(exact=True))
+            problem = None if count == meta.count else f"{count} points stored, {meta.count} expected"
+            if problem is None and verify is not None:
+                problem = verify(self, meta.name)
+        except Exception as e:  # a damaged shard may not even load
+            problem = f"it cannot be read ({str(e).splitlines()[0][:160]})"
+        if problem:
+            log.warning("collection %s is damaged (%s): rebuilding it from the vector cache", meta.name, problem)
+        return problem is None
+
+    def _ensure(self, meta: CollectionMeta, batches: Iterable[Batch], verify=None) -> bool:
         from qdrant_edge import (
             CountRequest,
             Distance,
@@ -144,11 +203,9 @@ class EdgeIndex:
             UpdateOperation,
         )
 
-        existing = self.meta(meta.name)
-        if existing is not None and existing.count == meta.count:
-            if self._shard(meta.name).count(CountRequest(exact=True)) == meta.count:
-                return False
-        self.close(meta.name)
+        if self._reusable(meta, verify):
+            return False
+        self._close_shard(meta.name)
         folder = self.root / meta.name
         shutil.rmtree(folder, ignore_errors=True)  # incomplete leftovers of a killed build
         distance = {"cosine": Distance.Cosine, "dot": Distance.Dot, "euclid": Distance.Euclid}[meta.distance]
@@ -184,12 +241,13 @@ class EdgeIndex:
 
         _searchable(self, name, model_key, queries.shape[1])
         params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
-        shard = self._shard(name)
         ids, scores = [], []
         for i in range(0, len(queries), 64):
             batch = [QueryRequest(limit=limit, query=Query.Nearest(q.tolist(), using="dense"), params=params,
                                   filter=query_filter) for q in queries[i:i + 64]]
-            for points in shard.query_batch(QueryBatchRequest(batch)):
+            with self.session(name):
+                results = self._shard(name).query_batch(QueryBatchRequest(batch))
+            for points in results:
                 ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
                 scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
         return Hits(ids, scores)
@@ -209,7 +267,6 @@ class EdgeIndex:
             raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
         params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
         sparse = bm25_sparse(query_texts, query=True)
-        shard = self._shard(name)
         ids, scores = [], []
         for i in range(0, len(queries), 64):
             batch = [QueryRequest(limit=limit, query=Fusion.Rrf(k=int(k) + 1), prefetches=[
@@ -217,17 +274,19 @@ class EdgeIndex:
                          filter=query_filter),
                 Prefetch(limit=sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=query_filter)])
                 for q, sv in zip(queries[i:i + 64], sparse[i:i + 64])]
-            for points in shard.query_batch(QueryBatchRequest(batch)):
+            with self.session(name):
+                results = self._shard(name).query_batch(QueryBatchRequest(batch))
+            for points in results:
                 ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
                 scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
         return Hits(ids, scores)
 
     def close(self, name: str | None = None) -> None:
+        """Close open shards (those held by a :meth:`session` stay open until it ends)."""
         with self._lock:
             for n in [name] if name else list(self._open):
-                shard = self._open.pop(n, None)
-                if shard is not None:
-                    shard.close()
+                if n not in self._held:
+                    self._close_shard(n)
 
 
 class ClientIndex:
@@ -248,15 +307,29 @@ class ClientIndex:
         except (KeyError, TypeError):
             return None
 
+    @contextmanager
+    def session(self, name: str) -> Iterator[None]:
+        """A server serves many clients at once: nothing to hold."""
+        yield
+
+    def vectors(self, name: str, ids: list[int]) -> np.ndarray:
+        """The stored dense vectors of points ``ids`` (normalised by Qdrant under cosine distance)."""
+        records = {r.id: r.vector["dense"] for r in self.client.retrieve(name, [int(i) for i in ids],
+                                                                         with_vectors=True)}
+        return np.array([records[int(i)] for i in ids], dtype=np.float32)
+
     def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
-               payloads: list[dict] | None = None) -> bool:
+               payloads: list[dict] | None = None, verify: Callable[[object, str], str | None] | None = None) -> bool:
         from qdrant_client import models
 
         if payloads is not None:
             batches = as_batches(batches, payloads)
         existing = self.meta(meta.name)
         if existing is not None and self.client.count(meta.name, exact=True).count == meta.count:
-            return False
+            problem = verify(self, meta.name) if verify is not None else None
+            if problem is None:
+                return False
+            log.warning("collection %s is damaged (%s): rebuilding it from the vector cache", meta.name, problem)
         if self.client.collection_exists(meta.name):
             self.client.delete_collection(meta.name)
         distance = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT,

@@ -6,6 +6,8 @@ Every measure, per query or config-level, comes out in the one long measure tabl
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import polars as pl
 
 from ragbench.config import RunConfig
@@ -27,6 +29,15 @@ def evaluate_config(run_config: RunConfig, ds: Dataset, measures, spec: Evaluati
                     inputs: ConfigInputs) -> tuple[ConfigResult, RetrievalOutput]:
     """Retrieve and judge one config; returns its result and the retrieval output (the run and the chunks it
     refers to, for the k sweep of the best config)."""
+    res = inputs.resources
+    with ExitStack() as held:  # an embedded collection is held (and closed) once per config, not per search
+        for name in {res.collection, res.hybrid_collection} - {None}:
+            held.enter_context(res.index.session(name))
+        return _evaluate(run_config, ds, measures, spec, inputs)
+
+
+def _evaluate(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec,
+              inputs: ConfigInputs) -> tuple[ConfigResult, RetrievalOutput]:
     out = retrieve(run_config, ds, inputs.resources, spec.diagnostics.k)
     token_counts = inputs.token_counts
     if out.judged_chunks is not inputs.resources.chunks:  # small-to-big: budgets are measured on the parents
