@@ -29,11 +29,9 @@ from rich.table import Table
 from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import log
 from ragbench.evaluation.stats import Comparison, compare_configs
+from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
 from ragbench.results.store import ResultStore
 from ragbench.core.settings import Settings
-
-#: Measures shown next to the primary one in leaderboards (when the sweep computed them).
-LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")
 
 
 # ---------------------------------------------------------------- the data
@@ -166,8 +164,9 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
                  n_resamples: int = 10_000, seed: int = 0) -> SweepReport:
     """Compute every table of a sweep's report (see :class:`SweepReport`).
 
-    Statistics are computed for ``measures`` (default: the primary measure plus :data:`LEADERBOARD_MEASURES`
-    present in the sweep); failed configs are listed but excluded from the statistics.
+    Statistics are computed for ``measures`` (default: the primary measure plus the
+    :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep, ``recall@{max_k}`` being its
+    deepest recall); failed configs are listed but excluded from the statistics.
     """
     sweep = store.sweep(sweep_id)
     if sweep is None:
@@ -186,7 +185,7 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
     if measures is None:
-        measures = (primary, *[m for m in LEADERBOARD_MEASURES if m != primary and m in available])
+        measures = (primary, *[m for m in leaderboard_measures(available) if m != primary and m in available])
     unknown = [m for m in measures if m not in available]
     if unknown:
         raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
