@@ -33,7 +33,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
     sweep_id VARCHAR PRIMARY KEY, name VARCHAR, spec_hash VARCHAR, spec_json VARCHAR, dataset_name VARCHAR,
     dataset_fingerprint VARCHAR, status VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
-    mlflow_run_id VARCHAR);
+    mlflow_run_id VARCHAR, experiment VARCHAR);
 CREATE TABLE IF NOT EXISTS configs (
     sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR, dataset_fingerprint VARCHAR,
     status VARCHAR, error VARCHAR, n_queries INTEGER, n_unlabelled INTEGER, retrieval_ms_per_query DOUBLE,
@@ -67,6 +67,8 @@ CREATE TABLE IF NOT EXISTS promotions (
     dataset_fingerprint VARCHAR, primary_measure VARCHAR, primary_value DOUBLE, p_value DOUBLE, forced BOOLEAN,
     reason VARCHAR, who VARCHAR, mlflow_model_version VARCHAR, collection VARCHAR, active BOOLEAN,
     rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
+-- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 """
 
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
@@ -118,13 +120,19 @@ class ResultStore:
         return rows[0][0] if rows else None
 
     def begin_sweep(self, sweep_id: str, name: str, spec_hash: str, spec: dict, dataset_name: str,
-                    dataset_fingerprint: str) -> None:
-        """Record a new sweep as ``running`` (a no-op if the id exists)."""
+                    dataset_fingerprint: str, experiment: str | None = None) -> None:
+        """Record a new sweep as ``running`` (a no-op if the id exists).
+
+        ``experiment`` is the MLflow experiment the sweep logs to, so ``sync-mlflow`` uploads into the same one
+        later (NULL in rows written before the column existed).
+        """
         with self.connect() as con:
             con.execute(
-                "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL) ON CONFLICT DO NOTHING",
+                "INSERT INTO sweeps (sweep_id, name, spec_hash, spec_json, dataset_name, dataset_fingerprint, "
+                "status, started_at, finished_at, mlflow_run_id, experiment) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL, ?) ON CONFLICT DO NOTHING",
                 [sweep_id, name, spec_hash, json.dumps(spec, sort_keys=True), dataset_name, dataset_fingerprint,
-                 _now()])
+                 _now(), experiment])
 
     def set_sweep_mlflow_run(self, sweep_id: str, run_id: str | None) -> None:
         """Remember the sweep's MLflow parent run."""
@@ -170,9 +178,9 @@ class ResultStore:
             return [r[0] for r in con.execute(sql, params).fetchall()]
 
     def sweeps(self, sweep_id: str | None = None) -> pl.DataFrame:
-        """``sweep_id, name, spec_json, dataset_fingerprint, status, mlflow_run_id`` of every sweep (or of
-        ``sweep_id`` only)."""
-        return self.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status, mlflow_run_id "
+        """``sweep_id, name, spec_json, dataset_fingerprint, status, experiment, mlflow_run_id`` of every sweep
+        (or of ``sweep_id`` only). ``experiment`` is NULL for sweeps recorded before it was stored."""
+        return self.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status, experiment, mlflow_run_id "
                           "FROM sweeps" + (" WHERE sweep_id = ?" if sweep_id else "") + " ORDER BY started_at",
                           [sweep_id] if sweep_id else [])
 
@@ -303,8 +311,7 @@ class ResultStore:
                              [sweep_id])
         metrics = self.query("SELECT config_id, measure, mean FROM config_metrics WHERE sweep_id = ?", [sweep_id])
         if metrics.height:
-            # "first": a stray duplicate row must not stop the report or the gate (writes replace a config's rows)
-            wide = metrics.pivot(on="measure", index="config_id", values="mean", aggregate_function="first")
+            wide = metrics.pivot(on="measure", index="config_id", values="mean")
             configs = configs.join(wide, on="config_id", how="left")
         return configs
 

@@ -15,7 +15,9 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
     """Log every stored config that has no MLflow run yet; returns how many were uploaded.
 
     Parent runs are found (or created) by the sweep-id tag and child runs by the config-id tag, so running this
-    twice, or after a sweep that did log some configs, never creates duplicates.
+    twice, or after a sweep that did log some configs, never creates duplicates. Runs go to the experiment the
+    sweep recorded (``output.experiment`` or ``ragbench/<sweep name>``); sweeps stored before the experiment was
+    recorded use ``ragbench/<sweep name>``.
     """
     home = Path(settings.home)
     store = ResultStore(home / "results.duckdb")
@@ -27,7 +29,9 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
         if pending.is_empty():
             continue
         spec = json.loads(row["spec_json"])
-        tracker = Tracker(uri, f"ragbench/{name}", artifact_root=Path(home) / "mlartifacts")
+        # the default matches ragbench.sweep.orchestrator.experiment_name for a sweep without output.experiment
+        experiment = row["experiment"] or f"ragbench/{name}"
+        tracker = Tracker(uri, experiment, artifact_root=Path(home) / "mlartifacts")
         parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)
         for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
