@@ -311,7 +311,8 @@ class ResultStore:
                              [sweep_id])
         metrics = self.query("SELECT config_id, measure, mean FROM config_metrics WHERE sweep_id = ?", [sweep_id])
         if metrics.height:
-            wide = metrics.pivot(on="measure", index="config_id", values="mean")
+            # "first": a stray duplicate row must not stop the report or the gate (writes replace a config's rows)
+            wide = metrics.pivot(on="measure", index="config_id", values="mean", aggregate_function="first")
             configs = configs.join(wide, on="config_id", how="left")
         return configs
 
