@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.core.settings import Settings
-from ragbench.promotion.registry import PROMOTIONS_DDL, check_gate, collection_alias
+from ragbench.promotion.registry import check_gate, collection_alias
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
 
@@ -182,8 +182,7 @@ def test_gate_pairs_production_from_another_sweep_on_the_same_data(tmp_path):
     _write(store, "new", "fpA", "meh", [0.2] * 10 + [0.5] * 10)  # better on 10 by 0.1, tied on the rest
     store.begin_sweep("other", "s", "h3", {}, "d", "fpB")
     _write(store, "other", "fpB", "cand2", [1.0] * 20)
-    with store.connect() as con:
-        con.execute(PROMOTIONS_DDL)
+    with store.connect() as con:  # the store's schema has the promotions table
         con.execute("INSERT INTO promotions (promoted_at, sweep_id, config_id, name, spec_json, dataset_fingerprint, "
                     "primary_measure, active) VALUES (?, 'old', 'prod', 'cfg-prod', '{}', 'fpA', 'ndcg@10', true)",
                     [datetime.now(timezone.utc)])

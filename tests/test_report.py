@@ -157,3 +157,15 @@ def test_resolving_sweeps_and_configs(store):
         resolve_config_id(store, "syn-1", "config")
     with pytest.raises(Exception, match="measure 'mrr@10' was not computed"):
         build_report(store, "syn-1", primary="mrr@10")
+
+
+def test_report_and_terminal_share_the_default_columns():
+    """One definition of the leaderboard columns: recall@{max_k} is the deepest recall the sweep computed."""
+    from ragbench.reporting import report, terminal
+    from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
+
+    assert report.LEADERBOARD_MEASURES is terminal.LEADERBOARD_MEASURES is LEADERBOARD_MEASURES
+    assert leaderboard_measures({"recall@5", "recall@20", "recall@10/50"}) == (
+        "ndcg@10", "recall@10", "recall@20", "mrr@10", "precision@10")
+    assert leaderboard_measures({"recall@1", "recall@10"}) == ("ndcg@10", "recall@10", "mrr@10", "precision@10")
+    assert "recall@100" in leaderboard_measures(set())  # nothing computed yet: the terminal's old default

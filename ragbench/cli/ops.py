@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
             if pq.is_empty():
                 raise RagbenchError(f"measure {m!r} has no values in sweep {sid}")
             comp = compare_configs(pq, m, test=test.value, alpha=alpha)
-            names = dict(store.query("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sid]).iter_rows())
+            names = store.config_names(sid)
         except (RagbenchError, ValueError) as e:
             _fail(e)
         if json_out:

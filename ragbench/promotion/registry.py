@@ -24,7 +24,8 @@ What a promotion does
    ``update_collection_aliases`` request (delete + create) on a Qdrant server, or, for the embedded Edge engine
    (which has no aliases), by rewriting ``<home>/qdrant-edge/aliases.json`` atomically (``os.replace``). A BM25
    config has no collection: the alias is removed;
-3. writes a row into the DuckDB table ``promotions`` and marks it the only ``active`` one.
+3. writes a row into the DuckDB table ``promotions`` (its schema and statements live in
+   :class:`ragbench.results.store.ResultStore`) and marks it the only ``active`` one.
 
 If step 2 or 3 fails, the earlier steps are reverted (aliases moved back). :func:`rollback` deactivates the live
 promotion (``rolled_back_at`` set) and reactivates the one before it, moving both aliases back.
@@ -55,14 +56,6 @@ from ragbench.results.store import ResultStore
 MODEL_NAME = "ragbench-retriever"
 ALIAS = "production"
 PROMOTIONS_EXPERIMENT = "ragbench/promotions"
-
-PROMOTIONS_DDL = """
-CREATE TABLE IF NOT EXISTS promotions (
-    promoted_at TIMESTAMPTZ, sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR,
-    dataset_fingerprint VARCHAR, primary_measure VARCHAR, primary_value DOUBLE, p_value DOUBLE, forced BOOLEAN,
-    reason VARCHAR, who VARCHAR, mlflow_model_version VARCHAR, collection VARCHAR, active BOOLEAN,
-    rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR)
-"""
 
 
 class PromotionRefused(RagbenchError):
@@ -114,14 +107,8 @@ class GateDecision:
 
 
 # ---------------------------------------------------------------- the record
-def _ensure_table(store: ResultStore) -> None:
-    with store.connect() as con:
-        con.execute(PROMOTIONS_DDL)
-
-
-def _rows(store: ResultStore, where: str = "", params: list | None = None) -> list[Promotion]:
-    _ensure_table(store)
-    df = store.query(f"SELECT * FROM promotions {where} ORDER BY promoted_at DESC", params)
+def _rows(df: pl.DataFrame) -> list[Promotion]:
+    """Rows of :meth:`ResultStore.promotions` as :class:`Promotion` records."""
     out = []
     for r in df.iter_rows(named=True):
         r = dict(r)
@@ -134,21 +121,16 @@ def _rows(store: ResultStore, where: str = "", params: list | None = None) -> li
 
 def production(store: ResultStore) -> Promotion | None:
     """The live promotion, or None."""
-    rows = _rows(store, "WHERE active")
+    rows = _rows(store.promotions(active=True))
     return rows[0] if rows else None
 
 
 def history(store: ResultStore) -> list[Promotion]:
     """Every promotion, newest first (rolled-back ones included, with ``rolled_back_at``)."""
-    return _rows(store)
+    return _rows(store.promotions())
 
 
 # ---------------------------------------------------------------- the gate
-def _values(store: ResultStore, sweep_id: str, config_id: str, measure: str) -> pl.DataFrame:
-    return store.query("SELECT query_id, value FROM query_metrics WHERE sweep_id = ? AND config_id = ? AND "
-                       "measure = ?", [sweep_id, config_id, measure])
-
-
 def _fmt_p(p: float | None) -> str:
     return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4g}"
 
@@ -160,14 +142,16 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
     primary = primary or sweep_primary(store, sweep_id)
-    cfg = store.query("SELECT name, status, error FROM configs WHERE sweep_id = ? AND config_id = ?",
-                      [sweep_id, config_id])
+    board = store.leaderboard(sweep_id)
+    names = dict(board.select("config_id", "name").iter_rows())
+    cfg = board.filter(pl.col("config_id") == config_id)
     if cfg.is_empty():
         raise RagbenchError(f"config {config_id} is not part of sweep {sweep_id}")
-    name, status, error = cfg.row(0)
+    name, status, error = cfg.select("name", "status", "error").row(0)
     if status != "finished":
         raise PromotionRefused(f"config {name} did not finish in sweep {sweep_id} ({error}); nothing to promote")
-    cand = _values(store, sweep_id, config_id, primary)
+    # mean of the per-query values, as the paired tests see them (and as primary_value was always recorded)
+    cand = store.measure_values(sweep_id, config_id, primary)
     if cand.is_empty():
         raise RagbenchError(f"measure {primary!r} was not computed for config {name} in sweep {sweep_id}")
     cand_mean = float(np.nanmean(cand["value"].to_numpy())) if cand["value"].is_not_nan().any() else math.nan
@@ -175,13 +159,10 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
     live = production(store)
 
     if live is None:
-        pq = store.query("SELECT q.config_id, q.query_id, q.value, q.measure FROM query_metrics q JOIN configs c "
-                         "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND q.measure = ? AND "
-                         "c.status = 'finished'", [sweep_id, primary])
+        pq = store.per_query_values(sweep_id, [primary])
         comp = compare_configs(pq, primary, alpha=alpha, n_resamples=n_resamples, seed=seed)
         best = comp.config(comp.best)
-        best_name = store.query("SELECT name FROM configs WHERE sweep_id = ? AND config_id = ?",
-                                [sweep_id, comp.best])["name"][0]
+        best_name = names[comp.best]
         if config_id == comp.best:
             return GateDecision(True, f"first promotion: {name} is the best config of sweep {sweep_id} on {primary} "
                                 f"({cand_mean:.4f})", primary, cand_mean, best_name, best.mean)
@@ -201,17 +182,13 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
         return GateDecision(False, f"{name} is already in production (promoted {live.promoted_at:%Y-%m-%d %H:%M} "
                             f"from sweep {live.sweep_id})", primary, cand_mean, live.name)
     # production's per-query values on this very data: from this sweep if it ran it, else the newest sweep that did
-    found = store.query(
-        "SELECT c.sweep_id FROM configs c JOIN sweeps s USING (sweep_id) WHERE c.config_id = ? AND "
-        "c.status = 'finished' AND s.dataset_fingerprint = ? ORDER BY (c.sweep_id = ?) DESC, s.started_at DESC "
-        "LIMIT 1", [live.config_id, fp, sweep_id])
-    if found.is_empty():
+    base_sweep = store.latest_sweep_with_config(live.config_id, fp, prefer=sweep_id)
+    if base_sweep is None:
         return GateDecision(False, f"no evidence: the production config {live.name} ({live.config_id}) was never "
                             f"evaluated on dataset {fp} of sweep {sweep_id} (it was promoted on "
                             f"{live.dataset_fingerprint}); run a sweep on this dataset that includes it",
                             primary, cand_mean, live.name)
-    base_sweep = found["sweep_id"][0]
-    base = _values(store, base_sweep, live.config_id, primary)
+    base = store.measure_values(base_sweep, live.config_id, primary)
     paired = cand.join(base, on="query_id", how="inner", suffix="_prod").sort("query_id")
     a, b = paired["value"].to_numpy(), paired["value_prod"].to_numpy()
     rand = paired_randomization_test(a, b, n_resamples=n_resamples, seed=seed)
@@ -402,8 +379,7 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
         log.warning("gate overridden (%s): %s", reason, decision.evidence)
 
     sweep = store.sweep(sweep_id)
-    row = store.query("SELECT name, spec_json FROM configs WHERE sweep_id = ? AND config_id = ?",
-                      [sweep_id, config_id]).row(0, named=True)
+    row = store.config(sweep_id, config_id)
     spec = json.loads(row["spec_json"])
     fp = sweep["dataset_fingerprint"]
     collection = config_collection(spec, fp)
@@ -420,21 +396,12 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
     _set_model_alias(settings, model_name, version)
     try:
         set_collection_alias(settings, collection)
-        now = datetime.now(timezone.utc)
-        with store.connect() as con:
-            con.execute(PROMOTIONS_DDL)
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute("UPDATE promotions SET active = false WHERE active")
-                con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
-                            "?)",
-                            [now, sweep_id, config_id, row["name"], json.dumps(spec, sort_keys=True), fp,
-                             decision.primary, decision.candidate_mean, decision.p_value, force and not
-                             decision.allowed, reason, who, version, collection, model_name, decision.evidence])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        store.record_promotion(
+            promoted_at=datetime.now(timezone.utc), sweep_id=sweep_id, config_id=config_id, name=row["name"],
+            spec=spec, dataset_fingerprint=fp, primary_measure=decision.primary,
+            primary_value=decision.candidate_mean, p_value=decision.p_value, forced=force and not decision.allowed,
+            reason=reason, who=who, mlflow_model_version=version, collection=collection, model_name=model_name,
+            evidence=decision.evidence)
     except BaseException:
         # put the aliases back where they were: production is the previous record, or nothing
         _set_model_alias(settings, model_name, previous.mlflow_model_version if previous else None)
@@ -460,7 +427,7 @@ def rollback(store: ResultStore, *, settings: Settings | None = None) -> Promoti
     live = production(store)
     if live is None:
         raise PromotionRefused("nothing is in production: no promotion to roll back")
-    earlier = _rows(store, "WHERE promoted_at < ? AND rolled_back_at IS NULL AND NOT active", [live.promoted_at])
+    earlier = _rows(store.promotions(active=False, rolled_back=False, before=live.promoted_at))
     if not earlier:
         raise PromotionRefused(f"no previous promotion to roll back to: {live.name} (promoted "
                                f"{live.promoted_at:%Y-%m-%d %H:%M}) is the first one still standing")
@@ -468,17 +435,7 @@ def rollback(store: ResultStore, *, settings: Settings | None = None) -> Promoti
     _set_model_alias(settings, prev.model_name, prev.mlflow_model_version)
     try:
         set_collection_alias(settings, prev.collection)
-        with store.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute("UPDATE promotions SET active = false, rolled_back_at = ? WHERE active",
-                            [datetime.now(timezone.utc)])
-                con.execute("UPDATE promotions SET active = true WHERE promoted_at = ? AND config_id = ?",
-                            [prev.promoted_at, prev.config_id])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        store.restore_promotion(prev.promoted_at, prev.config_id, rolled_back_at=datetime.now(timezone.utc))
     except BaseException:
         _set_model_alias(settings, live.model_name, live.mlflow_model_version)
         set_collection_alias(settings, live.collection)

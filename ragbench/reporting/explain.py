@@ -108,8 +108,7 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     settings = settings or Settings(home=store.path.parent)
     home = settings.home
     sweep = store.sweep(sweep_id)
-    cfg = store.query("SELECT name, spec_json, status, error FROM configs WHERE sweep_id = ? AND config_id = ?",
-                      [sweep_id, config_id]).row(0, named=True)
+    cfg = store.config(sweep_id, config_id)  # exists: resolve_config_id found it
     if cfg["status"] != "finished":
         raise RagbenchError(f"config {cfg['name']} did not finish in sweep {sweep_id}: {cfg['error']}")
     spec = json.loads(cfg["spec_json"])
@@ -127,8 +126,7 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
 
     parsed = parse_config(spec)
     chunks = load_chunks(parsed.chunker, sweep["dataset_fingerprint"], home, dataset_spec)
-    run = store.query("SELECT rank, chunk_id, doc_id, score FROM rankings WHERE sweep_id = ? AND config_id = ? AND "
-                      "query_id = ? ORDER BY rank", [sweep_id, config_id, query_id])
+    run = store.rankings(sweep_id, config_id, query_id).select("rank", "chunk_id", "doc_id", "score")
     stored_depth = int(parsed.retriever.depth)
     searched_deeper = False
     if not any(d in labels for d in run["doc_id"].head(deep).to_list()) and labels and deep > stored_depth:
@@ -146,8 +144,7 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     ranked = tuple(RankedChunk(int(r), c, d, float(s), texts.get(c, ""), titles.get(d, ""), int(labels.get(d, 0)),
                                overlaps.get(c, 0) if overlaps is not None else None)
                    for r, c, d, s in run.select("rank", "chunk_id", "doc_id", "score").iter_rows())
-    metrics = dict(store.query("SELECT measure, value FROM query_metrics WHERE sweep_id = ? AND config_id = ? AND "
-                               "query_id = ? ORDER BY measure", [sweep_id, config_id, query_id]).iter_rows())
+    metrics = dict(store.query_metrics(sweep_id, config_id, query_id).select("measure", "value").iter_rows())
     return Explanation(sweep_id, config_id, cfg["name"], query_id, query["text"], query["query_class"],
                        tuple(query["answers"] or ()), tuple(sorted(labels.items())), ranked, deep, searched_deeper,
                        metrics)

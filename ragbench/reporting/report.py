@@ -30,10 +30,8 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
+from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
 from ragbench.results.store import ResultStore
-
-#: Measures shown next to the primary one in leaderboards (when the sweep computed them).
-LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "precision@10")
 
 
 # ---------------------------------------------------------------- the data
@@ -118,11 +116,10 @@ def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
         return sid
     if store.sweep(sweep):
         return sweep
-    found = store.query("SELECT sweep_id FROM sweeps WHERE starts_with(sweep_id, ?) ORDER BY started_at DESC",
-                        [sweep])["sweep_id"].to_list()
+    found = store.sweep_ids(prefix=sweep)
     if len(found) == 1:
         return found[0]
-    recent = store.query("SELECT sweep_id FROM sweeps ORDER BY started_at DESC LIMIT 5")["sweep_id"].to_list()
+    recent = store.sweep_ids(limit=5)
     what = "is ambiguous" if found else "not found"
     raise RagbenchError(f"sweep {sweep!r} {what} in {store.path}; recent sweeps: {', '.join(recent) or 'none'}")
 
@@ -130,7 +127,9 @@ def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
 def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
     """A config of the sweep by id, exact name, unique id prefix or unique name substring (case-insensitive); the
     error lists the sweep's configs."""
-    rows = store.query("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sweep_id])
+    names = store.config_names(sweep_id)
+    rows = pl.DataFrame({"config_id": list(names), "name": list(names.values())},
+                        schema={"config_id": pl.String, "name": pl.String})
     exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config))
     if exact.height == 1:
         return exact["config_id"][0]
@@ -148,23 +147,16 @@ def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
 
 def sweep_primary(store: ResultStore, sweep_id: str) -> str:
     """The sweep's configured primary measure (``metrics.primary`` of its spec), default ``ndcg@10``."""
-    import json
-
-    row = store.sweep(sweep_id) or {}
     try:
-        return json.loads(row.get("spec_json") or "{}").get("metrics", {}).get("primary") or "ndcg@10"
+        return store.sweep_spec(sweep_id).get("metrics", {}).get("primary") or "ndcg@10"
     except ValueError:
         return "ndcg@10"
 
 
 def per_query_values(store: ResultStore, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
-    """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs."""
-    sql = ("SELECT q.config_id, q.query_id, q.query_class, q.measure, q.value FROM query_metrics q JOIN configs c "
-           "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND c.status = 'finished'")
-    df = store.query(sql, [sweep_id])
-    if measures is not None:
-        df = df.filter(pl.col("measure").is_in(measures))
-    return df
+    """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs
+    (:meth:`ResultStore.per_query_values`)."""
+    return store.per_query_values(sweep_id, measures)
 
 
 def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = None,
@@ -172,15 +164,18 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
                  n_resamples: int = 10_000, seed: int = 0) -> SweepReport:
     """Compute every table of a sweep's report (see :class:`SweepReport`).
 
-    Statistics are computed for ``measures`` (default: the primary measure plus :data:`LEADERBOARD_MEASURES`
-    present in the sweep); failed configs are listed but excluded from the statistics.
+    Statistics are computed for ``measures`` (default: the primary measure plus the
+    :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep, ``recall@{max_k}`` being its
+    deepest recall); failed configs are listed but excluded from the statistics.
     """
     sweep = store.sweep(sweep_id)
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
     primary = primary or sweep_primary(store, sweep_id)
-    configs = store.query("SELECT config_id, name, status, error, n_queries, n_unlabelled, retrieval_ms_per_query, "
-                          "mlflow_run_id FROM configs WHERE sweep_id = ? ORDER BY name", [sweep_id])
+    configs = (store.leaderboard(sweep_id)
+               .select("config_id", "name", "status", "error", "n_queries", "n_unlabelled", "retrieval_ms_per_query",
+                       "mlflow_run_id")
+               .sort("name", nulls_last=True, maintain_order=True))
     pq = per_query_values(store, sweep_id)
     if pq.is_empty():
         raise RagbenchError(f"sweep {sweep_id} has no finished config with results"
@@ -190,7 +185,7 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
     if measures is None:
-        measures = (primary, *[m for m in LEADERBOARD_MEASURES if m != primary and m in available])
+        measures = (primary, *[m for m in leaderboard_measures(available) if m != primary and m in available])
     unknown = [m for m in measures if m not in available]
     if unknown:
         raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
@@ -244,10 +239,7 @@ def _per_class(pq: pl.DataFrame, primary: str, names: dict[str, str]) -> pl.Data
 
 
 def _chunk_stats(store: ResultStore, sweep_id: str, names: dict[str, str]) -> pl.DataFrame | None:
-    exists = store.query("SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'chunk_stats'")
-    if not exists["n"][0]:
-        return None
-    df = store.query("SELECT config_id, stat, value FROM chunk_stats WHERE sweep_id = ?", [sweep_id])
+    df = store.chunk_stats(sweep_id)
     if df.is_empty():
         return None
     return (df.with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))

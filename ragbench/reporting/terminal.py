@@ -9,18 +9,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ragbench.generation.answering import VERDICTS
+from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
 from ragbench.results.outcomes import SweepResult
-
-LEADERBOARD_MEASURES = ("ndcg@10", "recall@10", "recall@{max_k}", "mrr@10", "precision@10")
 
 
 def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> Table:
     """Configs sorted by the primary measure, best first; failed configs last with their error."""
     answered = any("answer_accuracy" in o.metrics for o in result.outcomes)
-    present = {k for o in result.outcomes for k in o.metrics}
-    max_k = max((int(m.split("@")[1]) for m in present if m.startswith("recall@") and m.split("@")[1].isdigit()),
-                default=100)
-    measures = tuple(dict.fromkeys(m.format(max_k=max_k) for m in measures))
+    measures = leaderboard_measures({k for o in result.outcomes for k in o.metrics}, measures)
     if result.show:
         measures = tuple(result.show)
     elif answered:  # room for the answer columns

@@ -1,7 +1,13 @@
 """Results store: a DuckDB file with every sweep, config, metric, per-query value and ranking, queryable with SQL.
 
 Tables (see :data:`SCHEMA`): ``sweeps``, ``configs``, ``config_metrics``, ``query_metrics`` and ``rankings`` (the
-retrieved chunk ids and scores of every query of every config: the log line RAG debugging asks for).
+retrieved chunk ids and scores of every query of every config: the log line RAG debugging asks for), plus the
+per-config side tables, ``k_sweep`` and ``promotions`` (what went to production, see
+:mod:`ragbench.promotion.registry`).
+
+This module is the one owner of the schema: every DDL and SQL statement of the package lives here, behind named
+methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` stays as a read-only escape hatch
+for people and tests, not for library code.
 
 DuckDB allows one writing process per file and blocks even readers while it is held, so the store opens a
 connection only for each short transaction and retries while another process holds the file. A config's rows are
@@ -27,7 +33,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
     sweep_id VARCHAR PRIMARY KEY, name VARCHAR, spec_hash VARCHAR, spec_json VARCHAR, dataset_name VARCHAR,
     dataset_fingerprint VARCHAR, status VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
-    mlflow_run_id VARCHAR);
+    mlflow_run_id VARCHAR, experiment VARCHAR);
 CREATE TABLE IF NOT EXISTS configs (
     sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR, dataset_fingerprint VARCHAR,
     status VARCHAR, error VARCHAR, n_queries INTEGER, n_unlabelled INTEGER, retrieval_ms_per_query DOUBLE,
@@ -56,6 +62,13 @@ CREATE TABLE IF NOT EXISTS k_sweep (
 CREATE TABLE IF NOT EXISTS rankings (
     sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, rank INTEGER, chunk_id VARCHAR, doc_id VARCHAR,
     score DOUBLE);
+CREATE TABLE IF NOT EXISTS promotions (
+    promoted_at TIMESTAMPTZ, sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR,
+    dataset_fingerprint VARCHAR, primary_measure VARCHAR, primary_value DOUBLE, p_value DOUBLE, forced BOOLEAN,
+    reason VARCHAR, who VARCHAR, mlflow_model_version VARCHAR, collection VARCHAR, active BOOLEAN,
+    rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
+-- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 """
 
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
@@ -107,38 +120,86 @@ class ResultStore:
         return rows[0][0] if rows else None
 
     def begin_sweep(self, sweep_id: str, name: str, spec_hash: str, spec: dict, dataset_name: str,
-                    dataset_fingerprint: str) -> None:
+                    dataset_fingerprint: str, experiment: str | None = None) -> None:
+        """Record a new sweep as ``running`` (a no-op if the id exists).
+
+        ``experiment`` is the MLflow experiment the sweep logs to, so ``sync-mlflow`` uploads into the same one
+        later (NULL in rows written before the column existed).
+        """
         with self.connect() as con:
             con.execute(
-                "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL) ON CONFLICT DO NOTHING",
+                "INSERT INTO sweeps (sweep_id, name, spec_hash, spec_json, dataset_name, dataset_fingerprint, "
+                "status, started_at, finished_at, mlflow_run_id, experiment) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL, ?) ON CONFLICT DO NOTHING",
                 [sweep_id, name, spec_hash, json.dumps(spec, sort_keys=True), dataset_name, dataset_fingerprint,
-                 _now()])
+                 _now(), experiment])
 
     def set_sweep_mlflow_run(self, sweep_id: str, run_id: str | None) -> None:
+        """Remember the sweep's MLflow parent run."""
         with self.connect() as con:
             con.execute("UPDATE sweeps SET mlflow_run_id = ? WHERE sweep_id = ?", [run_id, sweep_id])
 
     def finish_sweep(self, sweep_id: str, status: str) -> None:
+        """Set the sweep's final ``status`` (``finished``, ``finished_with_failures``, ...) and ``finished_at``."""
         with self.connect() as con:
             con.execute("UPDATE sweeps SET status = ?, finished_at = ? WHERE sweep_id = ?",
                         [status, _now(), sweep_id])
 
     def sweep(self, sweep_id: str) -> dict | None:
+        """The sweep's row (every column of ``sweeps``) as a dict, or None."""
         with self.connect(read_only=True) as con:
             cur = con.execute("SELECT * FROM sweeps WHERE sweep_id = ?", [sweep_id])
             cols = [d[0] for d in cur.description]
             rows = cur.fetchall()
         return dict(zip(cols, rows[0])) if rows else None
 
+    def sweep_spec(self, sweep_id: str) -> dict:
+        """The sweep's stored spec (``sweeps.spec_json`` parsed); ``{}`` for an unknown sweep or an empty spec.
+
+        Raises ``ValueError`` when the stored JSON is malformed.
+        """
+        row = self.sweep(sweep_id) or {}
+        return json.loads(row.get("spec_json") or "{}")
+
     def latest_sweep_id(self, name: str | None = None) -> str | None:
+        """The newest sweep (of that name, when given), or None."""
         with self.connect(read_only=True) as con:
             sql = "SELECT sweep_id FROM sweeps" + (" WHERE name = ?" if name else "") + \
                   " ORDER BY started_at DESC LIMIT 1"
             rows = con.execute(sql, [name] if name else []).fetchall()
         return rows[0][0] if rows else None
 
+    def sweep_ids(self, prefix: str | None = None, limit: int | None = None) -> list[str]:
+        """Sweep ids, newest first: those starting with ``prefix`` when given, at most ``limit`` of them."""
+        sql = "SELECT sweep_id FROM sweeps" + (" WHERE starts_with(sweep_id, ?)" if prefix is not None else "") + \
+              " ORDER BY started_at DESC" + (" LIMIT ?" if limit is not None else "")
+        params = ([prefix] if prefix is not None else []) + ([limit] if limit is not None else [])
+        with self.connect(read_only=True) as con:
+            return [r[0] for r in con.execute(sql, params).fetchall()]
+
+    def sweeps(self, sweep_id: str | None = None) -> pl.DataFrame:
+        """``sweep_id, name, spec_json, dataset_fingerprint, status, experiment, mlflow_run_id`` of every sweep
+        (or of ``sweep_id`` only). ``experiment`` is NULL for sweeps recorded before it was stored."""
+        return self.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status, experiment, mlflow_run_id "
+                          "FROM sweeps" + (" WHERE sweep_id = ?" if sweep_id else "") + " ORDER BY started_at",
+                          [sweep_id] if sweep_id else [])
+
+    def latest_sweep_with_config(self, config_id: str, dataset_fingerprint: str,
+                                 prefer: str | None = None) -> str | None:
+        """The sweep on ``dataset_fingerprint`` where ``config_id`` finished: ``prefer`` if it is one, else the newest.
+
+        The promotion gate pairs production's per-query values from there.
+        """
+        with self.connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT c.sweep_id FROM configs c JOIN sweeps s USING (sweep_id) WHERE c.config_id = ? AND "
+                "c.status = 'finished' AND s.dataset_fingerprint = ? ORDER BY (c.sweep_id = ?) DESC, "
+                "s.started_at DESC LIMIT 1", [config_id, dataset_fingerprint, prefer]).fetchall()
+        return rows[0][0] if rows else None
+
     # ---------------------------------------------------------------- configs
     def finished_configs(self, sweep_id: str) -> set[str]:
+        """Ids of the sweep's configs that finished (a resumed sweep skips them)."""
         with self.connect(read_only=True) as con:
             rows = con.execute("SELECT config_id FROM configs WHERE sweep_id = ? AND status = 'finished'",
                                [sweep_id]).fetchall()
@@ -186,6 +247,7 @@ class ResultStore:
 
     def write_config_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
                              error: str, mlflow_run_id: str | None = None) -> None:
+        """Record a failed config (its other rows removed) with the error, in one transaction."""
         with self.connect() as con:
             con.execute("BEGIN TRANSACTION")
             for table in PER_CONFIG_TABLES:
@@ -210,6 +272,7 @@ class ResultStore:
             con.execute("COMMIT")
 
     def set_config_mlflow_run(self, sweep_id: str, config_id: str, run_id: str) -> None:
+        """Remember the config's MLflow run (``sync-mlflow`` uploads the configs that have none)."""
         with self.connect() as con:
             con.execute("UPDATE configs SET mlflow_run_id = ? WHERE sweep_id = ? AND config_id = ?",
                         [run_id, sweep_id, config_id])
@@ -229,17 +292,144 @@ class ResultStore:
         return {c: (by_cfg.get(c, {}), q or 0, u or 0) for c, q, u in counts.iter_rows()}
 
     def query(self, sql: str, params: list | None = None) -> pl.DataFrame:
-        """Run SQL read-only and return a polars DataFrame."""
+        """Run SQL read-only and return a polars DataFrame.
+
+        The escape hatch for people and tests exploring the file; library code uses the named methods.
+        """
         with self.connect(read_only=True) as con:
             return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())
 
     def leaderboard(self, sweep_id: str) -> pl.DataFrame:
-        """One row per config of the sweep: status, counts, and each measure's mean as a column."""
+        """One row per config of the sweep: status, counts, and each measure's mean as a column.
+
+        Columns ``config_id, name, status, error, n_queries, n_unlabelled, retrieval_ms_per_query, spec_json,
+        mlflow_run_id``, then one column per stored measure (``config_metrics.mean``; null for failed configs).
+        This is the one config-level table the report and the promotion gate read.
+        """
         configs = self.query("SELECT config_id, name, status, error, n_queries, n_unlabelled, "
                              "retrieval_ms_per_query, spec_json, mlflow_run_id FROM configs WHERE sweep_id = ?",
                              [sweep_id])
         metrics = self.query("SELECT config_id, measure, mean FROM config_metrics WHERE sweep_id = ?", [sweep_id])
         if metrics.height:
-            wide = metrics.pivot(on="measure", index="config_id", values="mean")
+            # "first": a stray duplicate row must not stop the report or the gate (writes replace a config's rows)
+            wide = metrics.pivot(on="measure", index="config_id", values="mean", aggregate_function="first")
             configs = configs.join(wide, on="config_id", how="left")
         return configs
+
+    def config(self, sweep_id: str, config_id: str) -> dict | None:
+        """The config's row (every column of ``configs``) as a dict, or None."""
+        with self.connect(read_only=True) as con:
+            cur = con.execute("SELECT * FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
+            cols = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        return dict(zip(cols, rows[0])) if rows else None
+
+    def config_names(self, sweep_id: str) -> dict[str, str]:
+        """``config_id -> name`` of every config of the sweep (failed ones included), in stored order."""
+        with self.connect(read_only=True) as con:
+            return dict(con.execute("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sweep_id]).fetchall())
+
+    def pending_mlflow_configs(self, sweep_id: str) -> pl.DataFrame:
+        """The sweep's configs with no MLflow run yet (MLflow was down): ``config_id, name, spec_json, status,
+        error, n_queries, n_unlabelled, retrieval_ms_per_query``."""
+        return self.query("SELECT config_id, name, spec_json, status, error, n_queries, n_unlabelled, "
+                          "retrieval_ms_per_query FROM configs WHERE sweep_id = ? AND mlflow_run_id IS NULL",
+                          [sweep_id])
+
+    def config_means(self, sweep_id: str, config_id: str) -> dict[str, float]:
+        """``measure -> mean`` of one config (``config_metrics``)."""
+        with self.connect(read_only=True) as con:
+            return dict(con.execute("SELECT measure, mean FROM config_metrics WHERE sweep_id = ? AND config_id = ?",
+                                    [sweep_id, config_id]).fetchall())
+
+    def chunk_stats(self, sweep_id: str, config_id: str | None = None) -> pl.DataFrame:
+        """``config_id, stat, value`` of the sweep's chunk statistics (of one config when ``config_id`` is given)."""
+        return self.query("SELECT config_id, stat, value FROM chunk_stats WHERE sweep_id = ?"
+                          + (" AND config_id = ?" if config_id is not None else ""),
+                          [sweep_id] + ([config_id] if config_id is not None else []))
+
+    def query_metrics(self, sweep_id: str, config_id: str, query_id: str | None = None) -> pl.DataFrame:
+        """``query_id, measure, value, query_class`` of one config: every query in stored order, or one query's
+        measures sorted by name."""
+        if query_id is None:
+            return self.query("SELECT query_id, measure, value, query_class FROM query_metrics WHERE sweep_id = ? "
+                              "AND config_id = ?", [sweep_id, config_id])
+        return self.query("SELECT query_id, measure, value, query_class FROM query_metrics WHERE sweep_id = ? AND "
+                          "config_id = ? AND query_id = ? ORDER BY measure", [sweep_id, config_id, query_id])
+
+    def rankings(self, sweep_id: str, config_id: str, query_id: str | None = None) -> pl.DataFrame:
+        """``query_id, rank, chunk_id, doc_id, score`` of one config: every query in stored order, or one query's
+        ranking best first."""
+        if query_id is None:
+            return self.query("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE sweep_id = ? AND "
+                              "config_id = ?", [sweep_id, config_id])
+        return self.query("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE sweep_id = ? AND "
+                          "config_id = ? AND query_id = ? ORDER BY rank", [sweep_id, config_id, query_id])
+
+    def measure_values(self, sweep_id: str, config_id: str, measure: str) -> pl.DataFrame:
+        """``query_id, value`` of one measure of one config (the promotion gate pairs these by query)."""
+        return self.query("SELECT query_id, value FROM query_metrics WHERE sweep_id = ? AND config_id = ? AND "
+                          "measure = ?", [sweep_id, config_id, measure])
+
+    def per_query_values(self, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
+        """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs (of ``measures``
+        only, when given): the input of every paired test."""
+        sql = ("SELECT q.config_id, q.query_id, q.query_class, q.measure, q.value FROM query_metrics q JOIN configs c "
+               "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND c.status = 'finished'")
+        if measures is None:
+            return self.query(sql, [sweep_id])
+        return self.query(sql + " AND list_contains(?, q.measure)", [sweep_id, list(measures)])
+
+    # ---------------------------------------------------------------- promotions
+    def promotions(self, *, active: bool | None = None, rolled_back: bool | None = None,
+                   before: datetime | None = None) -> pl.DataFrame:
+        """Rows of ``promotions`` (every column), newest first.
+
+        Filters: ``active`` (the live one, or the others), ``rolled_back`` (``rolled_back_at`` set or not),
+        ``before`` (promoted strictly earlier).
+        """
+        where, params = [], []
+        if active is not None:
+            where.append("active" if active else "NOT active")
+        if rolled_back is not None:
+            where.append("rolled_back_at IS NOT NULL" if rolled_back else "rolled_back_at IS NULL")
+        if before is not None:
+            where.append("promoted_at < ?")
+            params.append(before)
+        return self.query("SELECT * FROM promotions" + (" WHERE " + " AND ".join(where) if where else "")
+                          + " ORDER BY promoted_at DESC", params)
+
+    def record_promotion(self, *, promoted_at: datetime, sweep_id: str, config_id: str, name: str, spec: dict,
+                         dataset_fingerprint: str, primary_measure: str, primary_value: float,
+                         p_value: float | None, forced: bool, reason: str | None, who: str,
+                         mlflow_model_version: str | None, collection: str | None, model_name: str,
+                         evidence: str) -> None:
+        """Insert a promotion as the only active one (the previous live one is deactivated), in one transaction."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("UPDATE promotions SET active = false WHERE active")
+                con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
+                            "?)",
+                            [promoted_at, sweep_id, config_id, name, json.dumps(spec, sort_keys=True),
+                             dataset_fingerprint, primary_measure, primary_value, p_value, forced, reason, who,
+                             mlflow_model_version, collection, model_name, evidence])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def restore_promotion(self, promoted_at: datetime, config_id: str, rolled_back_at: datetime) -> None:
+        """Roll back: mark the live promotion rolled back at ``rolled_back_at`` and make the promotion
+        ``(promoted_at, config_id)`` active again, in one transaction."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute("UPDATE promotions SET active = false, rolled_back_at = ? WHERE active",
+                            [rolled_back_at])
+                con.execute("UPDATE promotions SET active = true WHERE promoted_at = ? AND config_id = ?",
+                            [promoted_at, config_id])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise

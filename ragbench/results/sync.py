@@ -15,22 +15,23 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
     """Log every stored config that has no MLflow run yet; returns how many were uploaded.
 
     Parent runs are found (or created) by the sweep-id tag and child runs by the config-id tag, so running this
-    twice, or after a sweep that did log some configs, never creates duplicates.
+    twice, or after a sweep that did log some configs, never creates duplicates. Runs go to the experiment the
+    sweep recorded (``output.experiment`` or ``ragbench/<sweep name>``); sweeps stored before the experiment was
+    recorded use ``ragbench/<sweep name>``.
     """
     home = Path(settings.home)
     store = ResultStore(home / "results.duckdb")
     uri = default_tracking_uri(settings)
-    sweeps = store.query("SELECT sweep_id, name, spec_json, dataset_fingerprint, status FROM sweeps"
-                         + (" WHERE sweep_id = ?" if sweep_id else ""), [sweep_id] if sweep_id else [])
     uploaded = 0
-    for sid, name, spec_json, fingerprint, status in sweeps.iter_rows():
-        pending = store.query("SELECT config_id, name, spec_json, status, error, n_queries, n_unlabelled, "
-                              "retrieval_ms_per_query FROM configs WHERE sweep_id = ? AND mlflow_run_id IS NULL",
-                              [sid])
+    for row in store.sweeps(sweep_id).iter_rows(named=True):
+        sid, name, fingerprint, status = row["sweep_id"], row["name"], row["dataset_fingerprint"], row["status"]
+        pending = store.pending_mlflow_configs(sid)
         if pending.is_empty():
             continue
-        spec = json.loads(spec_json)
-        tracker = Tracker(uri, f"ragbench/{name}", artifact_root=Path(home) / "mlartifacts")
+        spec = json.loads(row["spec_json"])
+        # the default matches ragbench.sweep.orchestrator.experiment_name for a sweep without output.experiment
+        experiment = row["experiment"] or f"ragbench/{name}"
+        tracker = Tracker(uri, experiment, artifact_root=Path(home) / "mlartifacts")
         parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)
         for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
@@ -38,14 +39,10 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
             if cstatus == "failed":
                 run_id = tracker.log_config_failure(parent, sid, config_id, cname, cspec, fingerprint, error)
             else:
-                metrics = dict(store.query("SELECT measure, mean FROM config_metrics WHERE sweep_id = ? AND "
-                                           "config_id = ?", [sid, config_id]).iter_rows())
-                stats = dict(store.query("SELECT stat, value FROM chunk_stats WHERE sweep_id = ? AND config_id = ?",
-                                         [sid, config_id]).iter_rows())
-                per_query = store.query("SELECT query_id, measure, value, query_class FROM query_metrics WHERE "
-                                        "sweep_id = ? AND config_id = ?", [sid, config_id])
-                rankings = store.query("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE "
-                                       "sweep_id = ? AND config_id = ?", [sid, config_id])
+                metrics = store.config_means(sid, config_id)
+                stats = dict(store.chunk_stats(sid, config_id).select("stat", "value").iter_rows())
+                per_query = store.query_metrics(sid, config_id)
+                rankings = store.rankings(sid, config_id)
                 run_id = tracker.log_config_result(
                     parent, sid, config_id, cname, cspec, fingerprint, metrics=metrics, chunk_stats=stats,
                     n_queries=n_q or 0, n_unlabelled=n_u or 0, ms_per_query=ms or 0.0,

@@ -123,7 +123,8 @@ class _Sweep:
             log.info("resuming sweep %s", sweep_id)
         else:
             sweep_id = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
-            store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint)
+            store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
+                              experiment=experiment_name(cfg))
         self.sweep_id = sweep_id
         done = store.finished_configs(sweep_id)
         log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,
