@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import DEMO, write_config
+
 from ragbench.config import load_config
 from ragbench.core.hashing import file_sha256
 from ragbench.sweep import run_sweep

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import duckdb
 import polars as pl
+from conftest import DEMO, write_config
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from conftest import DEMO, write_config
 from ragbench.cli import app
 from ragbench.config import load_config
 from ragbench.results.outcomes import ConfigResult

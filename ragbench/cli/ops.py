@@ -99,7 +99,8 @@ def register(app: typer.Typer) -> None:
         """
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import console, stdout
-        from ragbench.reporting.report import build_report, leaderboard_rich, resolve_sweep_id, write_html_report
+        from ragbench.reporting.report import build_report, leaderboard_rich, write_html_report
+        from ragbench.results.lookup import resolve_sweep_id
 
         try:
             store, settings = _store(home)
@@ -132,7 +133,8 @@ def register(app: typer.Typer) -> None:
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import stdout
         from ragbench.evaluation.stats import compare_configs
-        from ragbench.reporting.report import comparison_rich, per_query_values, resolve_sweep_id, sweep_primary
+        from ragbench.reporting.report import comparison_rich, per_query_values
+        from ragbench.results.lookup import resolve_sweep_id, sweep_primary
 
         try:
             store, _ = _store(home)

@@ -50,7 +50,7 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
-from ragbench.reporting.report import resolve_config_id, resolve_sweep_id, sweep_primary
+from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary
 from ragbench.results.store import ResultStore
 
 MODEL_NAME = "ragbench-retriever"

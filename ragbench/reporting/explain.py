@@ -29,7 +29,7 @@ from rich.text import Text
 
 from ragbench.core.errors import RagbenchError
 from ragbench.core.settings import Settings
-from ragbench.reporting.report import resolve_config_id, resolve_sweep_id
+from ragbench.results.lookup import resolve_config_id, resolve_sweep_id
 from ragbench.results.store import ResultStore
 
 

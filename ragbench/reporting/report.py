@@ -31,6 +31,7 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
+from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
 
 
@@ -105,52 +106,6 @@ class SweepReport:
         return (f"{best['name']} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
                 f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
                 f"{others.height}")
-
-
-def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
-    """``latest`` or a sweep id (a unique prefix is accepted); the error lists recent sweeps."""
-    if sweep == "latest":
-        sid = store.latest_sweep_id()
-        if sid is None:
-            raise RagbenchError(f"no sweeps in {store.path}; run `ragbench sweep CONFIG` first")
-        return sid
-    if store.sweep(sweep):
-        return sweep
-    found = store.sweep_ids(prefix=sweep)
-    if len(found) == 1:
-        return found[0]
-    recent = store.sweep_ids(limit=5)
-    what = "is ambiguous" if found else "not found"
-    raise RagbenchError(f"sweep {sweep!r} {what} in {store.path}; recent sweeps: {', '.join(recent) or 'none'}")
-
-
-def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
-    """A config of the sweep by id, exact name, unique id prefix or unique name substring (case-insensitive); the
-    error lists the sweep's configs."""
-    names = store.config_names(sweep_id)
-    rows = pl.DataFrame({"config_id": list(names), "name": list(names.values())},
-                        schema={"config_id": pl.String, "name": pl.String})
-    exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config))
-    if exact.height == 1:
-        return exact["config_id"][0]
-    prefix = rows.filter(pl.col("config_id").str.starts_with(config))
-    if prefix.height == 1 and not exact.height:
-        return prefix["config_id"][0]
-    part = rows.filter(pl.col("name").str.to_lowercase().str.contains(config.lower(), literal=True))
-    if part.height == 1 and not (exact.height or prefix.height):
-        return part["config_id"][0]
-    prefix = prefix if prefix.height else part
-    listing = "; ".join(f"{c} ({n})" for c, n in rows.iter_rows())
-    what = "is ambiguous" if (exact.height or prefix.height) else "not found"
-    raise RagbenchError(f"config {config!r} {what} in sweep {sweep_id}; its configs: {listing or 'none'}")
-
-
-def sweep_primary(store: ResultStore, sweep_id: str) -> str:
-    """The sweep's configured primary measure (``metrics.primary`` of its spec), default ``ndcg@10``."""
-    try:
-        return store.sweep_spec(sweep_id).get("metrics", {}).get("primary") or "ndcg@10"
-    except ValueError:
-        return "ndcg@10"
 
 
 def per_query_values(store: ResultStore, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
