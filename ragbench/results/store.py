@@ -17,6 +17,7 @@ replaced in one transaction: rerunning or resuming never duplicates them.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ import duckdb
 import polars as pl
 
 from ragbench.core.errors import StoreBusyError
+from ragbench.core.progress import log
 from ragbench.results.outcomes import ConfigResult
 
 SCHEMA = """
@@ -75,6 +77,12 @@ PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats
                      "ann_fidelity", "answers")
 
 
+def _lock_holder(message: str) -> str:
+    """``pid N`` from DuckDB's lock error (``... Conflicting lock is held in <exe> (PID N) ...``)."""
+    m = re.search(r"\(PID (\d+)\)", message)
+    return f"pid {m.group(1)}" if m else "pid unknown"
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
@@ -92,17 +100,24 @@ class ResultStore:
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A short-lived connection; waits (with backoff) while another process holds the file."""
-        deadline, delay = time.monotonic() + self.wait_seconds, 0.05
+        deadline, delay, told = time.monotonic() + self.wait_seconds, 0.05, False
         while True:
             try:
                 con = duckdb.connect(str(self.path), read_only=read_only and self.path.exists())
                 break
             except duckdb.IOException as e:
-                if "lock" not in str(e).lower() or time.monotonic() > deadline:
-                    if "lock" in str(e).lower():
-                        raise StoreBusyError(f"{self.path} is held by another process for more than "
-                                             f"{self.wait_seconds:.0f} s: {e}") from None
+                if "lock" not in str(e).lower():
                     raise
+                holder = _lock_holder(str(e))
+                if time.monotonic() > deadline:
+                    raise StoreBusyError(f"{self.path} is held by another process ({holder}) for more than "
+                                         f"{self.wait_seconds:.0f} s; close it (a notebook or `duckdb` shell "
+                                         "holding the file blocks writers) and run again: finished work is kept"
+                                         ) from None
+                if not told and time.monotonic() > deadline - self.wait_seconds + 2:  # say so after 2 s
+                    log.warning("%s is held by another process (%s): waiting up to %.0f s for it to close the "
+                                "file", self.path, holder, self.wait_seconds)
+                    told = True
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from ragbench.core.locks import file_lock
 from ragbench.core.progress import log
 
 SWEEP_TAG, CONFIG_TAG = "ragbench.sweep_id", "ragbench.config_id"
@@ -163,7 +164,10 @@ def open_tracker(settings, experiment: str) -> Tracker | None:
     try:
         if uri.startswith(("http://", "https://")):
             _probe(uri)
-        return Tracker(uri, experiment, artifact_root=Path(settings.home) / "mlartifacts")
+        # a fresh SQLite store is migrated on first use: two sweeps doing it at once race (alembic_version exists)
+        with file_lock(Path(settings.home) / "locks" / "mlflow-store.lock", "the MLflow store", wait_seconds=600,
+                       on_wait=log.info):
+            return Tracker(uri, experiment, artifact_root=Path(settings.home) / "mlartifacts")
     except Exception as e:  # unreachable server, locked store: degrade, don't lose the sweep
         log.warning("MLflow at %s is unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` "
                     "later", uri, str(e).splitlines()[0][:200])
