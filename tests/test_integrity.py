@@ -116,3 +116,28 @@ def test_damaged_collection_is_rebuilt_not_reused(clean, home, settings):
     assert "is damaged" in log and "rebuilding it from the vector cache" in log
     for cid, metrics in before.items():
         assert after[cid] == pytest.approx(metrics, nan_ok=True)
+
+
+def test_doctor_reports_then_repairs_a_damaged_home(clean, home, settings):
+    from typer.testing import CliRunner
+
+    from ragbench.cli import app
+
+    cfg, before = clean
+    res = CliRunner().invoke(app, ["doctor", "--home", str(home)])
+    assert res.exit_code == 0 and "healthy" in res.output, res.output
+    segment = next(s for s in _segments(home) if s.parent.name == "query")  # the collection's own stay intact
+    _garbage(segment)
+    matrix = next((home / "qdrant-edge").rglob("vector_storage-dense/matrix.dat"))
+    _garbage(matrix)
+    res = CliRunner().invoke(app, ["doctor", "--home", str(home)])
+    assert res.exit_code == 1 and "2 problem(s) found" in res.output, res.output
+    assert segment.exists()  # reported, not moved, without --repair
+    res = CliRunner().invoke(app, ["doctor", "--home", str(home), "--repair"])
+    assert res.exit_code == 0 and "repaired" in res.output, res.output
+    assert not segment.exists() or file_sha256(segment) == segment.name.removesuffix(".parquet").removeprefix("seg-")
+    res = CliRunner().invoke(app, ["doctor", "--home", str(home)])
+    assert res.exit_code == 0 and "healthy" in res.output, res.output
+    after, _ = _rerun(cfg, settings)
+    for cid, metrics in before.items():
+        assert after[cid] == pytest.approx(metrics, nan_ok=True)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import DEMO, ROOT, write_config
 
 SWEEP = """name: {name}

@@ -83,6 +83,39 @@ def sweep(
         raise typer.Exit(1)
 
 
+@app.command()
+def doctor(
+    home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,
+    repair: Annotated[bool, typer.Option(help="quarantine damaged cache entries and delete damaged collections; "
+                                              "the next sweep recomputes them")] = False,
+) -> None:
+    """Check a home: every cache entry against its checksum, every embedded Qdrant collection against the vector
+    cache, the DuckDB results and the MLflow store. Exit code 0 when healthy (or repaired), 1 when problems remain.
+    """
+    from ragbench.core.settings import Settings
+    from ragbench.results.doctor import examine
+
+    settings = Settings.from_env(home=home).apply()
+    report = examine(settings, repair=repair)
+    summary = Table(title=f"ragbench doctor: {settings.home}", title_justify="left")
+    for c in ("checked", "count"):
+        summary.add_column(c, justify="right" if c == "count" else "left")
+    for what, n in report.checked.items():
+        summary.add_row(what, str(n))
+    stdout.print(summary)
+    if report.findings:
+        t = Table(title="problems", title_justify="left")
+        for c in ("component", "item", "problem", "action"):
+            t.add_column(c, overflow="fold")
+        for f in report.findings:
+            t.add_row(f.component, f.item, f.problem, f.action)
+        stdout.print(t)
+    console.print("healthy" if not report.findings else ("repaired" if report.healthy else
+                                                         f"{len(report.findings)} problem(s) found"))
+    if not report.healthy:
+        raise typer.Exit(1)
+
+
 @app.command("sync-mlflow")
 def sync_mlflow_cmd(
     home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,

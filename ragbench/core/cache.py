@@ -52,12 +52,13 @@ def atomic_write_verified(table: pa.Table | pl.DataFrame, folder: Path, prefix: 
 class _Verifier:
     """Checks entries against the checksum in their name (each file once per process) and quarantines damage."""
 
-    def __init__(self, cache_root: Path):
+    def __init__(self, cache_root: Path, quarantine: bool = True):
         self.quarantine_dir = Path(cache_root) / "quarantine"
+        self.quarantine_damaged = quarantine
         self._ok: set[tuple[str, int, int]] = set()
 
-    def read(self, path: Path, columns: tuple[str, ...], read_columns: list[str] | None = None) -> pa.Table:
-        """The table in ``path``, verified; raises :class:`DamagedEntry` (after quarantining the file)."""
+    def _load(self, path: Path, columns: tuple[str, ...], read_columns: list[str] | None) -> pa.Table:
+        """The verified table; raises :class:`DamagedEntry` saying what is wrong (nothing is moved)."""
         try:
             st = path.stat()
             stamp = (str(path), st.st_size, st.st_mtime_ns)
@@ -65,17 +66,32 @@ class _Verifier:
             if stamp not in self._ok and len(expected) == _SHA_LEN and file_sha256(path) != expected:
                 raise DamagedEntry("its bytes do not match the checksum in its name")
             table = pq.read_table(path, columns=read_columns)
-            missing = [c for c in (read_columns or columns) if c not in table.column_names]
-            if missing:
-                raise DamagedEntry(f"columns {missing} are missing")
-        except DamagedEntry as e:
-            self.quarantine(path, str(e))
-            raise
         except (OSError, pa.ArrowException) as e:  # truncated or not Parquet at all
-            self.quarantine(path, f"unreadable: {str(e).splitlines()[0][:160]}")
-            raise DamagedEntry(str(e)) from None
+            raise DamagedEntry(f"unreadable: {str(e).splitlines()[0][:160]}") from None
+        missing = [c for c in (read_columns or columns) if c not in table.column_names]
+        if missing:
+            raise DamagedEntry(f"columns {missing} are missing")
         self._ok.add(stamp)
         return table
+
+    def read(self, path: Path, columns: tuple[str, ...], read_columns: list[str] | None = None) -> pa.Table:
+        """The table in ``path``, verified; raises :class:`DamagedEntry` after quarantining a damaged file."""
+        try:
+            return self._load(path, columns, read_columns)
+        except DamagedEntry as e:
+            if self.quarantine_damaged:
+                self.quarantine(path, str(e))
+            raise
+
+    def check(self, path: Path, columns: tuple[str, ...], repair: bool) -> str | None:
+        """Why ``path`` is damaged (quarantined when ``repair``), or None when it is intact."""
+        try:
+            self._load(path, columns, list(columns))
+            return None
+        except DamagedEntry as e:
+            if repair:
+                self.quarantine(path, str(e))
+            return str(e)
 
     def quarantine(self, path: Path, reason: str) -> Path | None:
         dest = self.quarantine_dir / f"{path.parent.name}-{path.name}.{uuid.uuid4().hex[:8]}"
@@ -118,6 +134,15 @@ class ChunkCache:
         pattern = f"{key}*.parquet" if key else "*.parquet"
         return sorted(p for p in self.root.glob(pattern) if key is None or p.name.split(".")[0] == key)
 
+    def peek(self, key: str) -> pl.DataFrame | None:
+        """The intact chunk table of ``key``, or None (nothing is moved or built)."""
+        for path in self.entries(key):
+            try:
+                return pl.from_arrow(self._verifier._load(path, ("chunk_id", "index_text"), None))
+            except DamagedEntry:
+                continue
+        return None
+
     def get_or_build(self, key: str, build: Callable[[], pl.DataFrame]) -> tuple[pl.DataFrame, bool]:
         """Return ``(chunks, was_cached)``; a damaged entry is quarantined and rebuilt."""
         for path in self.entries(key):
@@ -134,17 +159,11 @@ class ChunkCache:
         atomic_write_verified(chunks, self.root, f"{key}.")
         return chunks, False
 
-    def verify(self) -> list[Path]:
-        """Check every entry; returns the damaged ones (already quarantined)."""
-        return [p for p in self.entries() if _damaged(self._verifier, p, ("chunk_id", "doc_id", "text"))]
-
-
-def _damaged(verifier: _Verifier, path: Path, columns: tuple[str, ...]) -> bool:
-    try:
-        verifier.read(path, columns, read_columns=list(columns))
-        return False
-    except DamagedEntry:
-        return True
+    def verify(self, repair: bool = False) -> tuple[int, dict[Path, str]]:
+        """Check every entry: ``(entries checked, {damaged entry: why})``; ``repair`` quarantines the damaged."""
+        entries = self.entries()
+        found = {p: why for p in entries if (why := self._verifier.check(p, ("chunk_id", "doc_id", "text"), repair))}
+        return len(entries), found
 
 
 @dataclass(frozen=True)
@@ -164,10 +183,10 @@ class VectorCache:
     embedding run killed halfway keeps every finished segment and the rerun computes only the rest.
     """
 
-    def __init__(self, root: Path, segment_rows: int = 2048):
+    def __init__(self, root: Path, segment_rows: int = 2048, quarantine: bool = True):
         self.root = Path(root) / "vectors"
         self.segment_rows = segment_rows
-        self._verifier = _Verifier(root)
+        self._verifier = _Verifier(root, quarantine)
 
     def _dir(self, model_key: str, role: str) -> Path:
         safe = model_key.replace("/", "__")
@@ -177,10 +196,12 @@ class VectorCache:
         folder = self._dir(model_key, role)
         return sorted(folder.glob("seg-*.parquet")) if folder.is_dir() else []
 
-    def verify(self) -> list[Path]:
-        """Check every segment of every model; returns the damaged ones (already quarantined)."""
+    def verify(self, repair: bool = False) -> tuple[int, dict[Path, str]]:
+        """Check every segment of every model: ``(segments checked, {damaged segment: why})``; ``repair``
+        quarantines the damaged (their vectors are recomputed by the next sweep that needs them)."""
         segs = sorted(self.root.rglob("seg-*.parquet")) if self.root.is_dir() else []
-        return [p for p in segs if _damaged(self._verifier, p, ("text_hash", "vector"))]
+        found = {p: why for p in segs if (why := self._verifier.check(p, ("text_hash", "vector"), repair))}
+        return len(segs), found
 
     def known(self, model_key: str, role: str) -> set[str]:
         """Hashes already cached (reads only the hash columns)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ragbench.core.cache import VectorCache
+from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.hashing import text_hash
 from ragbench.core.progress import log, timed
 from ragbench.core.resources import ensure_disk_space
@@ -80,7 +80,9 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
     dim = int(first[1].shape[1]) if first else 0
     meta = CollectionMeta(name=name, model_key=key, dim=dim, distance=index_spec.distance, count=chunks.height,
                           hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
-                          full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse)
+                          full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse,
+                          chunks_key=ChunkCache.key(dataset_fingerprint, chunker.canonical()),
+                          document_prompt=embedder.document_prompt)
     ensure_disk_space(disk_root, chunks.height * dim * 4 * 3, f"index {name}", reserve_bytes=reserve_bytes)
     def verify(idx, collection: str) -> str | None:
         return matches_cache(idx, collection, hashes, cache, key, index_spec.distance)

@@ -47,6 +47,8 @@ class CollectionMeta:
     ef_construct: int
     full_scan_threshold_kb: int
     sparse: bool = False  # also a sparse "bm25" vector per point (Qdrant's own BM25), for native hybrid search
+    chunks_key: str = ""  # the chunk-cache key of the chunks it holds (point id = row), for checking it later
+    document_prompt: str = ""  # prepended to each chunk's index_text before embedding
 
 
 def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,
@@ -153,6 +155,16 @@ class EdgeIndex:
         shard = self._open.pop(name, None)
         if shard is not None:
             shard.close()
+
+    def names(self) -> list[str]:
+        """Every collection folder under the root, complete or not."""
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+
+    def drop(self, name: str) -> None:
+        """Delete a collection (the next sweep that needs it builds it again)."""
+        with self.session(name):
+            self._close_shard(name)
+            shutil.rmtree(self.root / name, ignore_errors=True)
 
     def vectors(self, name: str, ids: list[int]) -> np.ndarray:
         """The stored dense vectors of points ``ids`` (normalised by Qdrant under cosine distance)."""

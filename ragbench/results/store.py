@@ -344,6 +344,13 @@ class ResultStore:
         with self.connect(read_only=True) as con:
             return dict(con.execute("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sweep_id]).fetchall())
 
+    def table_counts(self) -> dict[str, int]:
+        """Rows per table: reads every table once (a damaged file fails here)."""
+        with self.connect(read_only=True) as con:
+            tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                                "WHERE table_schema = 'main'").fetchall()]
+            return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchall()[0][0] for t in tables}
+
     def pending_mlflow_configs(self, sweep_id: str) -> pl.DataFrame:
         """The sweep's configs with no MLflow run yet (MLflow was down): ``config_id, name, spec_json, status,
         error, n_queries, n_unlabelled, retrieval_ms_per_query``."""

@@ -124,7 +124,7 @@ class _Sweep:
         else:
             sweep_id = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
             store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
-                              experiment=experiment_name(cfg))
+                              experiment=experiment_name(cfg) if cfg.output.mlflow else None)
         self.sweep_id = sweep_id
         done = store.finished_configs(sweep_id)
         log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,

@@ -1,0 +1,133 @@
+"""``ragbench doctor``: check a whole home — caches, Qdrant collections, the DuckDB results, the MLflow store — and,
+with ``repair``, set aside what is damaged so that the next sweep recomputes it.
+
+What is checked:
+
+* every chunk table and vector segment against the SHA-256 in its name (and its columns);
+* every embedded Qdrant collection: complete (its marker), the point count, and a seeded sample of stored vectors
+  equal to the cached vectors of the same chunks; an incomplete or damaged collection is deleted by ``repair``
+  (the next sweep that needs it rebuilds it from the vector cache);
+* the DuckDB file opens and every table reads; configs that never reached MLflow are counted
+  (``ragbench sync-mlflow`` uploads them);
+* the MLflow store answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from ragbench.core.cache import ChunkCache, VectorCache
+from ragbench.core.hashing import text_hash
+from ragbench.core.settings import Settings
+from ragbench.index.build import matches_cache
+from ragbench.index.qdrant import EdgeIndex
+
+
+@dataclass(frozen=True)
+class Finding:
+    component: str  # cache | collections | results | mlflow
+    item: str
+    problem: str
+    action: str  # what repair did, or what to do
+
+
+@dataclass
+class DoctorReport:
+    checked: dict[str, int] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        """No problem left (repaired ones included as fixed)."""
+        return all(f.action.startswith(("quarantined", "deleted")) for f in self.findings)
+
+
+def _cache(settings: Settings, repair: bool, report: DoctorReport) -> None:
+    root = Path(settings.home) / "cache"
+    for what, cache in (("chunk tables", ChunkCache(root)), ("vector segments", VectorCache(root))):
+        n, damaged = cache.verify(repair=repair)
+        report.checked[what] = n
+        for path, why in damaged.items():
+            report.findings.append(Finding("cache", str(path), why, "quarantined; recomputed by the next sweep"
+                                           if repair else "run `ragbench doctor --repair`"))
+
+
+def _collections(settings: Settings, repair: bool, report: DoctorReport) -> None:
+    if settings.qdrant_url:  # a server checks its own storage
+        report.checked["collections"] = 0
+        return
+    index, root = EdgeIndex(settings.home), Path(settings.home) / "cache"
+    chunks_cache, vectors = ChunkCache(root), VectorCache(root, quarantine=repair)
+    names = index.names()
+    report.checked["collections"] = len(names)
+    for name in names:
+        meta = index.meta(name)
+        problem = "incomplete (a build was interrupted)" if meta is None else None
+        if problem is None and meta.chunks_key:
+            chunks = chunks_cache.peek(meta.chunks_key)
+            if chunks is not None:
+                hashes = [text_hash(meta.document_prompt + t) for t in chunks["index_text"]]
+                try:
+                    problem = matches_cache(index, name, hashes, vectors, meta.model_key, meta.distance)
+                except KeyError:  # its cached vectors are gone or damaged: it cannot be vouched for, only counted
+                    problem = None
+                except Exception as e:
+                    problem = f"cannot be read ({str(e).splitlines()[0][:160]})"
+        if problem:
+            if repair:
+                index.drop(name)
+            report.findings.append(Finding("collections", name, problem, "deleted; rebuilt by the next sweep"
+                                           if repair else "run `ragbench doctor --repair`"))
+    index.close()
+
+
+def _results(settings: Settings, report: DoctorReport) -> None:
+    from ragbench.results.store import ResultStore
+
+    path = Path(settings.home) / "results.duckdb"
+    if not path.is_file():
+        report.checked["result tables"] = 0
+        return
+    try:
+        store = ResultStore(path)
+        counts = store.table_counts()
+    except Exception as e:
+        report.findings.append(Finding("results", str(path), f"cannot be read: {str(e).splitlines()[0][:200]}",
+                                       "move the file aside; rerun the sweeps (caches make it cheap)"))
+        return
+    report.checked["result tables"] = len(counts)
+    logged = store.sweeps().filter(pl.col("experiment").is_not_null())["sweep_id"]  # sweeps with MLflow on
+    pending = sum(len(store.pending_mlflow_configs(sid)) for sid in logged)
+    if pending:
+        report.findings.append(Finding("results", str(path), f"{pending} config(s) are in DuckDB but not in MLflow",
+                                       "run `ragbench sync-mlflow`"))
+
+
+def _mlflow(settings: Settings, report: DoctorReport) -> None:
+    from ragbench.results.tracking import default_tracking_uri
+
+    uri = default_tracking_uri(settings)
+    if uri.startswith("sqlite:") and not (Path(settings.home) / "mlflow.db").is_file():
+        report.checked["mlflow experiments"] = 0
+        return
+    try:
+        from mlflow.tracking import MlflowClient
+
+        report.checked["mlflow experiments"] = len(MlflowClient(tracking_uri=uri).search_experiments())
+    except Exception as e:
+        report.findings.append(Finding("mlflow", uri, f"does not answer: {str(e).splitlines()[0][:200]}",
+                                       "check the server or the store file"))
+
+
+def examine(settings: Settings, repair: bool = False) -> DoctorReport:
+    """Check the home of ``settings``; with ``repair``, quarantine damaged cache entries and delete damaged
+    collections (both are recomputed by the next sweep that needs them)."""
+    report = DoctorReport()
+    _cache(settings, repair, report)
+    _collections(settings, repair, report)
+    _results(settings, report)
+    _mlflow(settings, report)
+    return report
