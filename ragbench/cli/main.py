@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import console, stdout
+from ragbench.core.redact import redact
 
 app = typer.Typer(
     help="Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries.\n\n"
@@ -28,7 +30,7 @@ class Orchestrator(str, Enum):
 
 
 def _fail(e: Exception) -> None:
-    console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
+    console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
     raise typer.Exit(2)
 
 

@@ -41,9 +41,12 @@ def _store(home: Path | None):
 
 
 def _fail(e: Exception, code: int = 2) -> None:
-    from ragbench.core.progress import console
+    from rich.markup import escape
 
-    console.print(f"[red]error:[/red] {e}", soft_wrap=True, markup=True, highlight=False)
+    from ragbench.core.progress import console
+    from ragbench.core.redact import redact
+
+    console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
     raise typer.Exit(code)
 
 

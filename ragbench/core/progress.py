@@ -11,11 +11,14 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from ragbench.core.redact import RedactingFilter
+
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 stdout = Console(width=None if sys.stdout.isatty() else 160)
 log = logging.getLogger("ragbench")
 if not log.handlers:
     log.addHandler(RichHandler(console=console, show_path=False, markup=False, rich_tracebacks=False))
+    log.addFilter(RedactingFilter())
     log.setLevel("INFO")
     log.propagate = False
 

@@ -7,6 +7,7 @@ logging failed is uploaded later by ``ragbench sync-mlflow`` (it finds the confi
 from __future__ import annotations
 
 from ragbench.core.progress import log
+from ragbench.core.redact import redact
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import Tracker
@@ -46,7 +47,8 @@ def record(result: ConfigResult, sweep_id: str, store: ResultStore, tracker: Tra
 
 def record_failure(sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str, error: str,
                    store: ResultStore, tracker: Tracker | None, parent_run: str | None) -> None:
-    """Store a failed config (its error) in DuckDB, then as a FAILED MLflow child run."""
+    """Store a failed config (its error, credentials masked) in DuckDB, then as a FAILED MLflow child run."""
+    error = redact(error)
     store.write_config_failure(sweep_id, config_id, name, spec, dataset_fingerprint, error)
     if not (tracker and parent_run):
         return

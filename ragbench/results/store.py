@@ -29,6 +29,7 @@ import polars as pl
 
 from ragbench.core.errors import StoreBusyError
 from ragbench.core.progress import log
+from ragbench.core.redact import redact, redact_obj
 from ragbench.results.outcomes import ConfigResult
 
 SCHEMA = """
@@ -125,6 +126,23 @@ class ResultStore:
         finally:
             con.close()
 
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection inside one transaction: committed when the block ends, rolled back when it raises. The
+        block's own error is what propagates (a full disk also ends the transaction, and a failing ROLLBACK must
+        not hide why)."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+                con.execute("COMMIT")
+            except BaseException:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
+                raise
+
     # ---------------------------------------------------------------- sweeps
     def find_unfinished_sweep(self, spec_hash: str, dataset_fingerprint: str) -> str | None:
         """The newest sweep of this spec and data that did not finish: the one to resume."""
@@ -146,7 +164,7 @@ class ResultStore:
                 "INSERT INTO sweeps (sweep_id, name, spec_hash, spec_json, dataset_name, dataset_fingerprint, "
                 "status, started_at, finished_at, mlflow_run_id, experiment) "
                 "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL, ?) ON CONFLICT DO NOTHING",
-                [sweep_id, name, spec_hash, json.dumps(spec, sort_keys=True), dataset_name, dataset_fingerprint,
+                [sweep_id, name, spec_hash, json.dumps(redact_obj(spec), sort_keys=True), dataset_name, dataset_fingerprint,
                  _now(), experiment])
 
     def set_sweep_mlflow_run(self, sweep_id: str, run_id: str | None) -> None:
@@ -238,53 +256,43 @@ class ResultStore:
                                                        "ms_per_query_ann", "ms_per_query_exact")
         if result.answers is not None:
             tables["answers"] = result.answers
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                for table in PER_CONFIG_TABLES:
-                    con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?",
-                                [sweep_id, result.config_id])
-                for table, df in tables.items():
-                    arrow = df.with_columns(**{k: pl.lit(v) for k, v in key.items()}).to_arrow()
-                    con.register("incoming", arrow)
-                    cols = ", ".join(["sweep_id", "config_id", *df.columns])
-                    con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
-                    con.unregister("incoming")
-                con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, result.config_id])
-                con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'finished', NULL, ?, ?, ?, ?, ?)",
-                            [sweep_id, result.config_id, result.name, json.dumps(result.spec, sort_keys=True),
-                             result.dataset_fingerprint, result.n_queries, result.n_unlabelled, result.ms_per_query,
-                             mlflow_run_id, _now()])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self.transaction() as con:
+            for table in PER_CONFIG_TABLES:
+                con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?",
+                            [sweep_id, result.config_id])
+            for table, df in tables.items():
+                arrow = df.with_columns(**{k: pl.lit(v) for k, v in key.items()}).to_arrow()
+                con.register("incoming", arrow)
+                cols = ", ".join(["sweep_id", "config_id", *df.columns])
+                con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
+                con.unregister("incoming")
+            con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, result.config_id])
+            con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'finished', NULL, ?, ?, ?, ?, ?)",
+                        [sweep_id, result.config_id, result.name, json.dumps(result.spec, sort_keys=True),
+                         result.dataset_fingerprint, result.n_queries, result.n_unlabelled, result.ms_per_query,
+                         mlflow_run_id, _now()])
 
     def write_config_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
                              error: str, mlflow_run_id: str | None = None) -> None:
         """Record a failed config (its other rows removed) with the error, in one transaction."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
+        with self.transaction() as con:
             for table in PER_CONFIG_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
             con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
             con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, NULL, ?, ?)",
-                        [sweep_id, config_id, name, json.dumps(spec, sort_keys=True), dataset_fingerprint, error,
+                        [sweep_id, config_id, name, json.dumps(redact_obj(spec), sort_keys=True), dataset_fingerprint, redact(error),
                          mlflow_run_id, _now()])
-            con.execute("COMMIT")
 
     def write_k_sweep(self, sweep_id: str, config_id: str, table: pl.DataFrame) -> None:
         """Replace the sweep's k-sweep rows (accuracy and recall per context size k) in one transaction."""
         cols = ["k", "n_queries", "accuracy", "em", "f1", "contains", "answer_in_context", "insufficient_rate",
                 "mean_chunks", "mean_context_tokens", "recall", "recall_measure"]
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
+        with self.transaction() as con:
             con.execute("DELETE FROM k_sweep WHERE sweep_id = ?", [sweep_id])
             con.register("incoming", table.select(cols).to_arrow())
             con.execute(f"INSERT INTO k_sweep (sweep_id, config_id, {', '.join(cols)}) SELECT ?, ?, "
                         f"{', '.join(cols)} FROM incoming", [sweep_id, config_id])
             con.unregister("incoming")
-            con.execute("COMMIT")
 
     def set_config_mlflow_run(self, sweep_id: str, config_id: str, run_id: str) -> None:
         """Remember the config's MLflow run (``sync-mlflow`` uploads the configs that have none)."""
@@ -427,31 +435,19 @@ class ResultStore:
                          mlflow_model_version: str | None, collection: str | None, model_name: str,
                          evidence: str) -> None:
         """Insert a promotion as the only active one (the previous live one is deactivated), in one transaction."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute("UPDATE promotions SET active = false WHERE active")
-                con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
-                            "?)",
-                            [promoted_at, sweep_id, config_id, name, json.dumps(spec, sort_keys=True),
-                             dataset_fingerprint, primary_measure, primary_value, p_value, forced, reason, who,
-                             mlflow_model_version, collection, model_name, evidence])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self.transaction() as con:
+            con.execute("UPDATE promotions SET active = false WHERE active")
+            con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
+                        "?)",
+                        [promoted_at, sweep_id, config_id, name, json.dumps(spec, sort_keys=True),
+                         dataset_fingerprint, primary_measure, primary_value, p_value, forced, reason, who,
+                         mlflow_model_version, collection, model_name, evidence])
 
     def restore_promotion(self, promoted_at: datetime, config_id: str, rolled_back_at: datetime) -> None:
         """Roll back: mark the live promotion rolled back at ``rolled_back_at`` and make the promotion
         ``(promoted_at, config_id)`` active again, in one transaction."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute("UPDATE promotions SET active = false, rolled_back_at = ? WHERE active",
-                            [rolled_back_at])
-                con.execute("UPDATE promotions SET active = true WHERE promoted_at = ? AND config_id = ?",
-                            [promoted_at, config_id])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self.transaction() as con:
+            con.execute("UPDATE promotions SET active = false, rolled_back_at = ? WHERE active",
+                        [rolled_back_at])
+            con.execute("UPDATE promotions SET active = true WHERE promoted_at = ? AND config_id = ?",
+                        [promoted_at, config_id])

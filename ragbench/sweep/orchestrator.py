@@ -25,6 +25,7 @@ from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
 from ragbench.core.models import configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
+from ragbench.core.redact import redact
 from ragbench.core.settings import Settings
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts
@@ -286,7 +287,7 @@ class _Sweep:
                 log.warning("MLflow: could not log the k sweep: %s", e)
 
     def _failed(self, run_config: RunConfig, e: BaseException) -> ConfigOutcome:
-        msg = str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}"
+        msg = redact(str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}")
         log.error("config %s failed: %s", run_config.name, msg)
         log.debug("%s", "".join(traceback.format_exception(e)))
         record_failure(self.sweep_id, run_config.config_id, run_config.name, run_config.spec(), self.ds.fingerprint,

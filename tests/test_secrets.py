@@ -1,0 +1,51 @@
+"""Credentials never reach a log, the DuckDB file or MLflow: a key inside an endpoint URL, or in the environment,
+is masked wherever a message or a spec is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import duckdb
+
+from conftest import DEMO, ROOT, write_config
+from ragbench.core.redact import redact, redact_obj
+
+SECRET = "sk-SECRETSECRET1234567890"
+
+
+def test_redact_masks_urls_named_values_bearer_tokens_and_key_shapes():
+    assert redact(f"POST https://bob:{SECRET}@api.example.com/v1 failed") == "POST https://***@api.example.com/v1 failed"
+    assert redact("api_key=abc123 token: 'xyz98765'") == "api_key=*** token: '***'"
+    assert redact("Authorization: Bearer abcdefghijklmnop") == "Authorization: Bearer ***"
+    assert redact(f"the key {SECRET} leaked") == "the key *** leaked"
+    untouched = "ndcg@10 = 0.71 at http://127.0.0.1:9/health for user@example.com"
+    assert redact(untouched) == untouched
+    assert redact_obj({"generation": {"endpoint": f"http://u:{SECRET}@h/v1", "k": [1, "p=q"]}}) == {
+        "generation": {"endpoint": "http://***@h/v1", "k": [1, "p=q"]}}
+
+
+def test_a_key_in_the_endpoint_url_reaches_no_log_no_file_and_no_mlflow(tmp_path):
+    home = tmp_path / "home"
+    cfg = write_config(tmp_path / "s.yaml", f"""name: secrets
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}]
+retrievers: [{{kind: bm25}}]
+metrics: {{cutoffs: [10]}}
+generation: {{endpoint: "http://alice:{SECRET}@127.0.0.1:9/v1", model: m, retries: 0, timeout: 2, sample: 2,
+              k_sweep: null}}
+""")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGBENCH_", "MLFLOW_"))}
+    env.update(RAGBENCH_PROGRESS="0", RAGBENCH_LLM_API_KEY=SECRET)
+    proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "sweep", str(cfg), "--orchestrator", "local",
+                           "--home", str(home)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the LLM endpoint is down: the config fails, recorded
+    assert SECRET not in proc.stdout + proc.stderr
+    con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
+    stored = " ".join(str(v) for row in con.execute("SELECT spec_json FROM sweeps UNION ALL SELECT coalesce(error, '') "
+                                                      "FROM configs").fetchall() for v in row)
+    con.close()
+    assert "alice:***" not in stored and "***@127.0.0.1:9" in stored and SECRET not in stored
+    leaked = [p for p in home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert not leaked, leaked  # DuckDB, the MLflow store and its artifacts, caches
