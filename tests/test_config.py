@@ -70,3 +70,42 @@ def test_dataset_path_resolves_against_config_file(tmp_path):
     rel = os.path.relpath(DEMO, sub)
     cfg = load_config(write_config(sub / "rel.yaml", BASE.replace(str(DEMO), rel)))
     assert cfg.dataset.path.resolve() == DEMO.resolve()
+
+
+def _error(tmp_path, text: str, name: str = "bad.yaml") -> str:
+    with pytest.raises(ConfigError) as e:
+        load_config(write_config(tmp_path / name, text))
+    return str(e.value)
+
+
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path):
+    msg = _error(tmp_path, BASE + "metrics: {primary: ndcg@10}\nmetrics: {primary: mrr@10}\n")
+    assert "bad.yaml:17: invalid YAML: key 'metrics' is given twice (first on line 16)" in msg
+
+
+def test_the_same_chunker_or_retriever_twice_is_refused(tmp_path):
+    twice = BASE.replace("  - kind: bm25\n", "  - kind: bm25\n  - {kind: bm25, k1: 1.2}\n")
+    assert "bad.yaml:14: retrievers.1: the same as retrievers.0 (it would be evaluated twice)" in _error(tmp_path,
+                                                                                                          twice)
+    named = BASE.replace("  - kind: whole\n", "  - kind: whole\n  - {kind: whole, name: full}\n")
+    assert "chunkers.1: the same as chunkers.0" in _error(tmp_path, named)  # a display name is not a new chunker
+
+
+def test_primary_and_show_must_be_measures_the_sweep_computes(tmp_path):
+    msg = _error(tmp_path, BASE + "metrics: {primary: ndgc@10, cutoffs: [1, 10]}\n")
+    assert "bad.yaml:16: metrics.primary: 'ndgc@10' is not a measure this sweep computes; did you mean 'ndcg@10'?" \
+        in msg
+    msg = _error(tmp_path, BASE + "metrics: {primary: ndcg@20, cutoffs: [1, 10]}\n")  # a cutoff not computed
+    assert "metrics.primary: 'ndcg@20' is not a measure" in msg
+    msg = _error(tmp_path, BASE + "metrics:\n  show: [recall@10, chunkstat_spans_split, recal@10]\n")
+    assert "bad.yaml:17: metrics.show.2: 'recal@10' is not a measure this sweep computes" in msg
+    ok = load_config(write_config(tmp_path / "ok.yaml", BASE + "metrics: {show: [span_recall@5, evidence_recall@512tok,"
+                                                               " chunkstat_spans_split, reach_hit@10/50]}\n"))
+    assert ok.metrics.show[0] == "span_recall@5"
+
+
+def test_a_config_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "latin.yaml"
+    path.write_bytes(BASE.replace("name: t", "name: caf\xe9").encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin\.yaml:1: not UTF-8 text \(byte 0xe9\)"):
+        load_config(path)

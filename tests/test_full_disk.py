@@ -10,7 +10,6 @@ import sys
 
 import duckdb
 import pytest
-
 from conftest import DEMO, ROOT, write_config
 
 SWEEP = f"""name: full

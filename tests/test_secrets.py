@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import duckdb
-
 from conftest import DEMO, ROOT, write_config
+
 from ragbench.core.redact import redact, redact_obj
 
 SECRET = "sk-SECRETSECRET1234567890"

@@ -1,7 +1,13 @@
-"""Loading a sweep YAML: validated before any heavy work, every error naming the file and line."""
+"""Loading a sweep YAML: validated before any heavy work, every error naming the file and line.
+
+Beyond the specs' own validation, a sweep file is refused when a key is given twice in one mapping (YAML would keep
+the last silently), when the same chunker, embedder or retriever is listed twice (it would be evaluated and shown
+twice), and when ``metrics.primary`` or ``metrics.show`` names a measure the sweep does not compute.
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
@@ -28,14 +34,81 @@ def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
     return line
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping."""
+
+
+def _no_duplicate_keys(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice (first on line "
+                                                    f"{seen[key]})", key_node.start_mark)
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+#: measures that are not rank measures at a cutoff but can be shown in the leaderboard (config-level values)
+SHOWABLE_PREFIXES = ("chunkstat_", "reach_", "unfiltered_", "ann_recall_vs_exact@", "answer_", "oracle_",
+                     "rerank_ms", "filter_", "evidence_recall@", "answer_in_context@")
+
+
+def computed_measures(cfg: SweepConfig) -> set[str]:
+    """The per-query measures a sweep computes: ``{measure}@{k}`` for every rank measure and cutoff, and, when
+    span metrics are on, ``span_*@k``, ``chunk_{measure}@k`` and ``evidence_recall@{N}tok``."""
+    from ragbench.evaluation.spans import SPAN_MEASURES
+
+    m = cfg.metrics
+    names = {f"{name}@{k}" for name in m.measures for k in m.cutoffs}
+    if m.spans:
+        names |= {f"{name}@{k}" for name in SPAN_MEASURES for k in m.cutoffs}
+        names |= {f"chunk_{name}@{k}" for name in m.measures for k in m.cutoffs}
+        names |= {f"evidence_recall@{b}tok" for b in m.budgets}
+    return names
+
+
+def _semantic_errors(cfg: SweepConfig, root: yaml.Node, path: Path) -> list[str]:
+    """Duplicate entries and measures the sweep would not compute, as ``file:line: where: what`` lines."""
+    errors = []
+    for section in ("chunkers", "embedders", "retrievers"):
+        first: dict[str, int] = {}
+        for i, spec in enumerate(getattr(cfg, section)):
+            if spec.spec_id in first:
+                errors.append(f"{path}:{_yaml_line(root, (section, i))}: {section}.{i}: the same as {section}."
+                              f"{first[spec.spec_id]} (it would be evaluated twice); remove one")
+            first.setdefault(spec.spec_id, i)
+    computed = computed_measures(cfg)
+
+    def unknown(name: str, where: tuple, per_query: bool) -> None:
+        if name in computed or (not per_query and name.startswith(SHOWABLE_PREFIXES)):
+            return
+        close = difflib.get_close_matches(name, sorted(computed), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; it computes e.g. {', '.join(sorted(computed)[:6])}"
+        errors.append(f"{path}:{_yaml_line(root, where)}: {'.'.join(map(str, where))}: {name!r} is not a measure "
+                      f"this sweep computes{hint}")
+
+    unknown(cfg.metrics.primary, ("metrics", "primary"), per_query=True)
+    for i, name in enumerate(cfg.metrics.show or ()):
+        unknown(name, ("metrics", "show", i), per_query=False)
+    return errors
+
+
 def load_config(path: str | os.PathLike) -> SweepConfig:
     """Read and validate a sweep YAML. Errors name the file and line; dataset paths resolve against the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    text = path.read_text(encoding="utf-8")
     try:
-        raw = yaml.safe_load(text)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}); save the file as "
+                          "UTF-8") from None
+    try:
+        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
         root = yaml.compose(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -48,7 +121,7 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
         p = Path(os.path.expandvars(str(ds["path"])))
         ds["path"] = str(p if p.is_absolute() else (path.parent / p).resolve())
     try:
-        return SweepConfig.model_validate(raw)
+        cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:
         lines = []
         for err in e.errors():
@@ -57,3 +130,7 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
             dotted = ".".join(str(x) for x in loc) or "(top level)"
             lines.append(f"{path}:{line}: {dotted}: {err['msg']}")
         raise ConfigError("invalid sweep config\n" + "\n".join(lines)) from None
+    errors = _semantic_errors(cfg, root, path)
+    if errors:
+        raise ConfigError("invalid sweep config\n" + "\n".join(errors))
+    return cfg
