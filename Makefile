@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: setup llm demo test bench
+.PHONY: setup llm services demo test bench
 setup: $(BIN)/.installed
 
 # the local LLM server for end-to-end answer accuracy: llama.cpp's llama-server built once (4-20 min on 2 cores)
@@ -20,10 +20,14 @@ llm: setup
 	PYTHON=$(BIN)/python bash scripts/build_llama_server.sh
 	$(BIN)/python scripts/fetch_llm_model.py --model smollm2-135m
 
+# servers the tests run for real (PostgreSQL behind MLflow), from Debian's packages when missing
+services:
+	bash scripts/install_test_services.sh
+
 demo: setup
 	$(BIN)/ragbench sweep configs/demo.yaml
 
-test: setup llm
+test: setup llm services
 	RAGBENCH_REQUIRE_LLM=1 $(BIN)/python -m pytest -q
 
 bench: setup
