@@ -109,3 +109,19 @@ def test_a_config_that_is_not_utf8_names_the_line(tmp_path):
     path.write_bytes(BASE.replace("name: t", "name: caf\xe9").encode("latin-1"))
     with pytest.raises(ConfigError, match=r"latin\.yaml:1: not UTF-8 text \(byte 0xe9\)"):
         load_config(path)
+
+
+def test_the_device_is_not_part_of_a_config_identity_and_cuda_without_gpu_fails_before_work(tmp_path, settings):
+    auto = load_config(write_config(tmp_path / "a.yaml", BASE))
+    cpu = load_config(write_config(tmp_path / "c.yaml", BASE.replace("  - model: all-MiniLM-L6-v2\n",
+                                                                   "  - model: all-MiniLM-L6-v2\n    device: cpu\n")))
+    assert [c.config_id for c in auto.expand()] == [c.config_id for c in cpu.expand()]
+    assert cpu.embedders[0].device == "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        cuda = load_config(write_config(tmp_path / "g.yaml", BASE.replace("  - model: static-retrieval-m2v\n",
+                                                                        "  - model: static-retrieval-m2v\n"
+                                                                        "    device: cuda\n")))
+        with pytest.raises(ModelError, match="device: cuda was asked for, but torch sees no CUDA GPU"):
+            preflight(cuda, settings)

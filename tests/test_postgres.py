@@ -21,7 +21,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import DEMO, write_config
 
 PG_USER = "ragbench-pg"

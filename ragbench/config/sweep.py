@@ -56,7 +56,8 @@ class SweepConfig(Spec):
         return self
 
     def canonical(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"output"})
+        # where results go, and the device an embedder runs on, do not change what a sweep measures
+        return self.model_dump(mode="json", exclude={"output": True, "embedders": {"__all__": {"device"}}})
 
     def expand(self) -> list["RunConfig"]:
         """The sweep grid. Dense retrievers pair with every embedder; BM25 with none."""

@@ -134,9 +134,20 @@ def resolve_model(name: str) -> ResolvedModel:
 _load_lock = threading.Lock()
 
 
+def resolve_device(device: str = "auto") -> str:
+    """``cuda`` when asked for or (``auto``) when torch sees a GPU, else ``cpu``."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelError("device: cuda was asked for, but torch sees no CUDA GPU (use device: auto or cpu)")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @lru_cache(maxsize=4)
-def load_sentence_transformer(name: str, max_seq_length: int | None = None):
-    """Load (and memoise) a SentenceTransformer on the CPU/GPU sentence-transformers picks."""
+def load_sentence_transformer(name: str, max_seq_length: int | None = None, device: str = "cpu"):
+    """Load (and memoise) a SentenceTransformer on ``device`` (``cuda``: weights in fp16)."""
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -147,9 +158,12 @@ def load_sentence_transformer(name: str, max_seq_length: int | None = None):
             if m.kind == "model2vec":
                 from sentence_transformers.models import Normalize, StaticEmbedding
 
-                model = SentenceTransformer(modules=[StaticEmbedding.from_model2vec(str(m.path)), Normalize()])
+                model = SentenceTransformer(modules=[StaticEmbedding.from_model2vec(str(m.path)), Normalize()],
+                                            device=device)
             else:
-                model = SentenceTransformer(str(m.path) if m.path else m.name)
+                model = SentenceTransformer(str(m.path) if m.path else m.name, device=device)
+            if device == "cuda":
+                model.half()
         except Exception as e:  # a broken or half-downloaded model folder
             raise ModelError(f"model {name!r} failed to load from {m.path or m.name}: {e}") from e
     if max_seq_length:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ragbench.core.cache import EmbedStats, VectorCache
 from ragbench.core.hashing import text_hash
-from ragbench.core.models import load_sentence_transformer, resolve_model
+from ragbench.core.models import load_sentence_transformer, resolve_device, resolve_model
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
 from ragbench.embedding.spec import EmbedderSpec
@@ -43,11 +43,13 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
     if missing:
         ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts",
                           reserve_bytes=reserve_bytes)
-        model = load_sentence_transformer(spec.model, spec.max_seq_length)
+        device = resolve_device(spec.device)
+        model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
+        batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
             for i in range(0, len(missing), segment_rows):
                 seg = missing[i:i + segment_rows]
-                vecs = model.encode([unique[h] for h in seg], prompt=prompt or None, batch_size=spec.batch_size,
+                vecs = model.encode([unique[h] for h in seg], prompt=prompt or None, batch_size=batch_size,
                                     convert_to_numpy=True, show_progress_bar=False)
                 cache.append(key, role, seg, vecs)
                 advance(len(seg))

@@ -14,7 +14,7 @@ from ragbench.chunking import ChunkerSpec, chunk_corpus
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import DatasetError
-from ragbench.core.models import resolve_model
+from ragbench.core.models import resolve_device, resolve_model
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
@@ -29,6 +29,7 @@ def preflight(cfg: SweepConfig, settings: Settings) -> None:
     local LLM server and model are built."""
     for emb in cfg.embedders:
         resolve_model(emb.model)
+        resolve_device(emb.device)  # device: cuda on a machine without a GPU fails here, not mid-sweep
     for ch in cfg.chunkers:
         if ch.tokenizer_name:
             resolve_model(ch.tokenizer_name)
