@@ -20,7 +20,9 @@ def test_redact_masks_urls_named_values_bearer_tokens_and_key_shapes():
     assert redact("api_key=abc123 token: 'xyz98765'") == "api_key=*** token: '***'"
     assert redact("Authorization: Bearer abcdefghijklmnop") == "Authorization: Bearer ***"
     assert redact(f"the key {SECRET} leaked") == "the key *** leaked"
-    untouched = "ndcg@10 = 0.71 at http://127.0.0.1:9/health for user@example.com"
+    assert redact("access_token=abc12345 client-secret: zz99") == "access_token=*** client-secret: ***"
+    untouched = ("ndcg@10 = 0.71 at http://127.0.0.1:9/health for user@example.com; max_tokens: Input should be "
+                 "greater than 0; token_budget: 512; tokenizer: all-MiniLM-L6-v2")
     assert redact(untouched) == untouched
     assert redact_obj({"generation": {"endpoint": f"http://u:{SECRET}@h/v1", "k": [1, "p=q"]}}) == {
         "generation": {"endpoint": "http://***@h/v1", "k": [1, "p=q"]}}

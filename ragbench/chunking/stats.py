@@ -5,7 +5,7 @@ Returned keys (all floats, so they log to MLflow as metrics as they are):
 * ``chunk_count``; ``chunk_tokens_mean``, ``chunk_tokens_p50``, ``chunk_tokens_p95``, ``chunk_tokens_max``
   (percentiles by numpy's default linear interpolation);
 * ``chunks_end_mid_sentence`` / ``chunks_start_mid_sentence``: share of chunks whose end (start) offset is not a
-  sentence end (start) of :func:`ragbench.chunking.base.sentence_spans` of their document nor the document's end (start,
+  sentence end (start) of :func:`ragbench.chunking.sentences.sentence_spans` of their document nor the document's end (start,
   whitespace ignored); ``chunks_cut_mid_sentence``: share with either;
 * ``spans_split``: share of gold spans (relevance > 0) *split* across chunks — no single chunk contains the span
   whole but at least one chunk overlaps it (the "answer split across boundaries" failure); ``spans_counted`` is the

@@ -19,8 +19,8 @@ from typing import Any
 
 MASK = "***"
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@]+)@")
-_NAMED = re.compile(r"(?i)(?P<name>\b[\w.-]*(?:api[_-]?key|token|password|passwd|secret|authorization)[\w.-]*"
-                    r"\s*[=:]\s*)(?P<quote>['\"]?)(?!(?i:bearer|basic)\b)(?P<value>[^\s'\",;&]+)")
+_NAMED = re.compile(r"(?i)(?P<name>\b(?:[\w-]*[_-])?(?:api[_-]?key|apikey|token|password|passwd|secret|"
+                    r"authorization)\b\s*[=:]\s*)(?P<quote>['\"]?)(?!(?i:bearer|basic)\b)(?P<value>[^\s'\",;&]+)")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}")
 _KEYLIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}|\bhf_[A-Za-z0-9]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
                       r"|\bxox[abpr]-[A-Za-z0-9-]{10,}")
