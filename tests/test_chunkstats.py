@@ -14,7 +14,8 @@ import pytest
 
 from ragbench.chunking import CHUNK_SCHEMA, SentenceChunker, chunk_corpus, sentence_spans
 from ragbench.chunking.stats import chunk_statistics
-from ragbench.data.dataset import CORPUS_SCHEMA, SPANS_SCHEMA, Dataset
+from ragbench.core.schemas import CORPUS_SCHEMA, SPANS_SCHEMA
+from ragbench.data.dataset import Dataset
 
 DOC_A = "Rivers carry water to the sea. Most rivers start in hills. Some rivers dry up in summer and returns."
 DOC_B = "Bridges span rivers. The oldest bridge here is from 1820 AD."

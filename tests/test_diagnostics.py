@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.data.dataset import QRELS_SCHEMA
+from ragbench.core.schemas import QRELS_SCHEMA
 from ragbench.evaluation.diagnostics import near_misses, reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
 from ragbench.retrieval import RUN_SCHEMA

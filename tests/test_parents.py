@@ -7,7 +7,7 @@ import pytest
 
 from ragbench.chunking import CHUNK_SCHEMA
 from ragbench.core.hashing import stable_hash
-from ragbench.data.dataset import CORPUS_SCHEMA, SPANS_SCHEMA
+from ragbench.core.schemas import CORPUS_SCHEMA, SPANS_SCHEMA
 from ragbench.retrieval import RUN_SCHEMA
 from ragbench.retrieval.parents import parent_chunks, parent_spans, small_to_big
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from ragbench.data.dataset import QUERY_SCHEMA
+from ragbench.core.schemas import QUERY_SCHEMA
 from ragbench.evaluation.query_classes import assign_classes, classify
 
 IDENTIFIER_QUERIES = [

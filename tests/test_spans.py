@@ -20,7 +20,7 @@ import pytest
 
 from ragbench.chunking import CHUNK_SCHEMA, FixedChunker, chunk_corpus
 from ragbench.core.models import count_tokens
-from ragbench.data.dataset import SPANS_SCHEMA
+from ragbench.core.schemas import SPANS_SCHEMA
 from ragbench.evaluation.metrics import Measure
 from ragbench.evaluation.spans import (
     budget_metrics,
@@ -209,7 +209,8 @@ def test_bad_input_is_named():
 
 def test_real_chunker_output_and_fixed_chunker_spans():
     """Whole-pipeline sanity on real chunker output: every span is covered when the whole run is retrieved."""
-    from ragbench.data.dataset import CORPUS_SCHEMA, Dataset
+    from ragbench.core.schemas import CORPUS_SCHEMA
+    from ragbench.data.dataset import Dataset
 
     corpus = pl.DataFrame([("A", "", DOC_A, "{}"), ("B", "", DOC_B, "{}")], schema=CORPUS_SCHEMA, orient="row")
     ds = Dataset("tiny", corpus, pl.DataFrame(), pl.DataFrame(), spans_table(), "fp")

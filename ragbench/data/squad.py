@@ -30,7 +30,8 @@ import polars as pl
 
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
-from ragbench.data.dataset import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, Dataset, subset, validate_spans
+from ragbench.core.schemas import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA
+from ragbench.data.dataset import Dataset, subset, validate_spans
 from ragbench.data.spec import DatasetSpec, register_loader
 
 REPAIR_WINDOW = 50

@@ -167,7 +167,8 @@ class ProductionRetriever:
 
     def search(self, queries: list[str], k: int | None = None) -> pl.DataFrame:
         """Top ``k`` chunks (default: the config's retrieval depth) for each query, as :data:`RESULT_SCHEMA`."""
-        from ragbench.data.dataset import QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA, Dataset
+        from ragbench.core.schemas import QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA
+        from ragbench.data.dataset import Dataset
         from ragbench.retrieval import retrieve
 
         if isinstance(queries, str):
