@@ -9,6 +9,8 @@ dataset -> chunks -> runs -> per-query measures::
     CHUNK    chunk_id, doc_id, ordinal, [start, end), text (== doc.text[start:end]), index_text (what is embedded)
     RUN      query_id, rank (1-based, best first), chunk_id, doc_id, score
     MEASURE  query_id, measure, value (NaN: the query has no relevant label)
+
+Every run is put in :func:`canonical_order` before it is judged or served: one tie rule everywhere.
 """
 
 from __future__ import annotations
@@ -49,3 +51,40 @@ def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:
     if dup.height:
         raise ValueError(f"{what}: rank {dup['rank'][0]} appears twice for query {dup['query_id'][0]!r}")
     return run
+
+
+#: The sort key :func:`canonical_order` adds and drops again.
+_TIE_KEY = "__score_f32"
+
+
+def canonical_order(run: pl.DataFrame, item: str = "chunk_id", *, query: str = "query_id") -> pl.DataFrame:
+    """The one order of every run before judging or serving: trec_eval 9's, so ragbench and trec_eval agree.
+
+    Within each query (column ``query``), items are sorted by
+
+    1. ``score`` descending, compared as **32-bit floats** (trec_eval keeps a result's score in a C ``float``:
+       two float64 scores that round to the same float32 are a tie there, e.g. ``1.0`` and ``1.0 + 1e-12``);
+    2. ties by the ``item`` id (``chunk_id`` for chunk runs, ``doc_id`` for document runs) **descending** in byte
+       order (``strcmp(b, a)`` in trec_eval's ``comp_sim_docno``): of two documents with equal scores, ``d2``
+       ranks above ``d10`` above ``d1``.
+
+    The ``rank`` column given is ignored (as trec_eval ignores it) and rewritten as ``1..n``; all other columns
+    are kept. ``-0.0`` equals ``0.0``; a NaN or null score ranks below every number. A run without a ``score``
+    column has no ties: its own ranks are the order (rewritten as ``1..n``). Ties that straddle a run's depth are
+    beyond repair here: the producer already chose which of them made the list (trec_eval has the same limit).
+    """
+    if item not in run.columns or query not in run.columns:
+        raise ValueError(f"canonical_order: the run lacks column {item if item not in run.columns else query!r} "
+                         f"(has {', '.join(run.columns)})")
+    rank_type = run.schema["rank"] if "rank" in run.columns else pl.Int32
+    if "score" in run.columns:
+        key = pl.col("score").cast(pl.Float64).cast(pl.Float32)
+        key = pl.when(key == 0).then(pl.lit(0.0, pl.Float32)).otherwise(key).fill_nan(None)
+        out = (run.with_columns(key.alias(_TIE_KEY))
+               .sort([query, _TIE_KEY, item], descending=[False, True, True], nulls_last=True, maintain_order=True)
+               .drop(_TIE_KEY))
+    elif "rank" in run.columns:
+        out = run.sort([query, "rank"], maintain_order=True)
+    else:
+        raise ValueError("canonical_order: the run has neither a score nor a rank column")
+    return out.with_columns(pl.int_range(1, pl.len() + 1, dtype=rank_type).over(query).alias("rank"))

@@ -6,6 +6,9 @@ Inputs are the stage tables: ``chunk_run`` (:data:`ragbench.core.schemas.RUN_SCH
 (query, doc) are first merged into their union with the maximum relevance (what
 :func:`ragbench.data.dataset.validate_spans` already does for loaded datasets), so no character is counted twice.
 
+**Order.** Runs are judged in :func:`~ragbench.core.schemas.canonical_order` (trec_eval's rule: score descending,
+compared as 32-bit floats, ties by ``chunk_id`` descending); "top-k" and "in rank order" below mean that order.
+
 Character sets are unions of intervals. For one query, ``E`` = its evidence characters (all docs), ``R_k`` = the
 characters of its top-k chunks (overlapping chunks counted once), ``|.|`` = number of characters:
 
@@ -39,6 +42,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from ragbench.core.schemas import canonical_order
 from ragbench.evaluation.metrics import PER_QUERY_SCHEMA, Measure, evaluate_per_query
 
 SPAN_MEASURES = ("span_recall", "span_precision", "span_iou", "span_contained")
@@ -112,7 +116,8 @@ def _bases(chunks: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 def _ranked(chunk_run: pl.DataFrame, chunks: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
     """The run joined to the chunk offsets on the global line, ordered by (query, rank)."""
     _require(chunk_run, ("query_id", "rank", "chunk_id"), "run")
-    run = chunk_run.select("query_id", "rank", "chunk_id").join(chunks, on="chunk_id", how="left")
+    run = canonical_order(chunk_run, "chunk_id").select("query_id", "rank", "chunk_id")
+    run = run.join(chunks, on="chunk_id", how="left")
     missing = run.filter(pl.col("doc_id").is_null())
     if missing.height:
         ids = missing["chunk_id"].unique().to_list()
@@ -307,6 +312,7 @@ def chunk_level_run_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans
     """
     rel = chunk_relevance(chunks, spans).select("query_id", pl.col("chunk_id").alias("doc_id"), "relevance")
     _require(chunk_run, ("query_id", "rank", "chunk_id"), "run")
-    run = chunk_run.select("query_id", "rank", pl.col("chunk_id").alias("doc_id"))
+    run = canonical_order(chunk_run, "chunk_id").select("query_id", "rank", pl.col("chunk_id").alias("doc_id"),
+                                                        *(["score"] if "score" in chunk_run.columns else []))
     out = evaluate_per_query(run, rel, _query_ids(query_ids, chunk_run, spans), list(measures))
     return out.with_columns(("chunk_" + pl.col("measure")).alias("measure"))
