@@ -129,13 +129,13 @@ def test_canonical_order_by_hand():
     run = pl.DataFrame([("q", 1, "c1", "d1", 0.5), ("q", 2, "c10", "d10", 0.9 + 1e-12), ("q", 3, "c2", "d2", 0.9),
                         ("q", 4, "c3", "d3", 0.9), ("q", 5, "c4", "d4", float("nan")),
                         ("q", 6, "c9", "d9", -0.0), ("q", 7, "c0", "d0", 0.0)], schema=RUN_SCHEMA, orient="row")
-    out = canonical_order(run, "chunk_id")
+    out = canonical_order(run)
     # 0.9 + 1e-12 and 0.9 are one float32, so c10's extra 1e-12 does not count: c3 > c2 > c10 (bytes, descending);
     # -0.0 == 0.0: c9 > c0; NaN last
     assert out["chunk_id"].to_list() == ["c3", "c2", "c10", "c1", "c9", "c0", "c4"]
     assert out["rank"].to_list() == list(range(1, 8))
-    assert canonical_order(out, "chunk_id").equals(out)  # idempotent
-    assert canonical_order(run.drop("score"), "chunk_id")["chunk_id"].to_list() == run["chunk_id"].to_list()
+    assert canonical_order(out).equals(out)  # idempotent
+    assert canonical_order(run.drop("score"))["chunk_id"].to_list() == run["chunk_id"].to_list()
 
 
 def test_document_run_scores_each_document_by_its_best_chunk_in_trec_order():

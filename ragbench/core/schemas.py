@@ -15,6 +15,8 @@ Every run is put in :func:`canonical_order` before it is judged or served: one t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 CORPUS_SCHEMA = {"doc_id": pl.String, "title": pl.String, "text": pl.String, "metadata": pl.String}
@@ -57,31 +59,39 @@ def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:
 _TIE_KEY = "__score_f32"
 
 
-def canonical_order(run: pl.DataFrame, item: str = "chunk_id", *, query: str = "query_id") -> pl.DataFrame:
+def canonical_order(run: pl.DataFrame, ids: str | Sequence[str] = ("doc_id", "chunk_id"), *,
+                    query: str = "query_id") -> pl.DataFrame:
     """The one order of every run before judging or serving: trec_eval 9's, so ragbench and trec_eval agree.
 
-    Within each query (column ``query``), items are sorted by
+    Within each query (column ``query``), rows are sorted by
 
     1. ``score`` descending, compared as **32-bit floats** (trec_eval keeps a result's score in a C ``float``:
        two float64 scores that round to the same float32 are a tie there, e.g. ``1.0`` and ``1.0 + 1e-12``);
-    2. ties by the ``item`` id (``chunk_id`` for chunk runs, ``doc_id`` for document runs) **descending** in byte
-       order (``strcmp(b, a)`` in trec_eval's ``comp_sim_docno``): of two documents with equal scores, ``d2``
-       ranks above ``d10`` above ``d1``.
+    2. ties by id **descending** in byte order (``strcmp(b, a)`` in trec_eval's ``comp_sim_docno``): of two
+       documents with equal scores ``d2`` ranks above ``d10`` above ``d1``. ``ids`` names the id columns, compared
+       one after the other: ``"doc_id"`` for a document run (exactly trec_eval's rule); for a chunk run the default
+       ``("doc_id", "chunk_id")``, so tied chunks are ordered as their documents are (the first chunk of each
+       document in this order is its document's place in :func:`ragbench.evaluation.judging.document_run`), and
+       tied chunks of one document by ``chunk_id`` descending. Id columns absent from ``run`` are skipped (a chunk
+       run without ``doc_id`` is ordered by ``chunk_id``).
 
     The ``rank`` column given is ignored (as trec_eval ignores it) and rewritten as ``1..n``; all other columns
     are kept. ``-0.0`` equals ``0.0``; a NaN or null score ranks below every number. A run without a ``score``
     column has no ties: its own ranks are the order (rewritten as ``1..n``). Ties that straddle a run's depth are
     beyond repair here: the producer already chose which of them made the list (trec_eval has the same limit).
     """
-    if item not in run.columns or query not in run.columns:
-        raise ValueError(f"canonical_order: the run lacks column {item if item not in run.columns else query!r} "
+    wanted = [ids] if isinstance(ids, str) else list(ids)
+    keys = [c for c in wanted if c in run.columns]
+    if not keys or query not in run.columns:
+        raise ValueError(f"canonical_order: the run lacks column(s) {wanted if not keys else query!r} "
                          f"(has {', '.join(run.columns)})")
     rank_type = run.schema["rank"] if "rank" in run.columns else pl.Int32
     if "score" in run.columns:
         key = pl.col("score").cast(pl.Float64).cast(pl.Float32)
         key = pl.when(key == 0).then(pl.lit(0.0, pl.Float32)).otherwise(key).fill_nan(None)
         out = (run.with_columns(key.alias(_TIE_KEY))
-               .sort([query, _TIE_KEY, item], descending=[False, True, True], nulls_last=True, maintain_order=True)
+               .sort([query, _TIE_KEY, *keys], descending=[False, True, *[True] * len(keys)], nulls_last=True,
+                     maintain_order=True)
                .drop(_TIE_KEY))
     elif "rank" in run.columns:
         out = run.sort([query, "rank"], maintain_order=True)

@@ -99,7 +99,7 @@ def near_misses(chunk_run: pl.DataFrame, relevant_doc_ids: Collection[str], quer
     every retrieved chunk outranked it. Ranks are those of :func:`~ragbench.core.schemas.canonical_order` (the
     order the metrics judge). Returns run rows (``RUN_SCHEMA``).
     """
-    run = canonical_order(check_run(chunk_run, "near_misses").filter(pl.col("query_id") == query_id), "chunk_id")
+    run = canonical_order(check_run(chunk_run, "near_misses").filter(pl.col("query_id") == query_id))
     relevant = set(relevant_doc_ids)
     hits = run.filter(pl.col("doc_id").is_in(list(relevant)))
     above = run.filter(pl.col("rank") < hits["rank"].min()) if hits.height else run

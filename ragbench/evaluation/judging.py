@@ -4,7 +4,8 @@
 descending (compared as 32-bit floats), ties by id descending; the producer's ranks are not used.
 
 **Documents.** A document's score is the best score of its chunks (the maximum), its row the first of its chunks
-in canonical order; later chunks of an already-ranked document are dropped, so a document is never counted twice.
+in canonical order (chunk runs break ties by ``doc_id`` then ``chunk_id``, both descending, so that first chunk's
+place is already its document's place); later chunks of an already-ranked document are dropped, so a document is never counted twice.
 The documents are then put in canonical order by ``doc_id``, ranks ``1..n``. This is what trec_eval computes when it
 is given the document run: trec_eval itself refuses a run that names a document twice ("duplicate docs"), so a
 chunk run must be reduced to documents first, and the reduction that keeps each document's best evidence is the
@@ -24,8 +25,7 @@ def best_chunk_per_document(chunk_run: pl.DataFrame, *, query: str = "query_id")
     """One row per (query, document): the document's first chunk in canonical order, with ``score`` = the maximum
     score of its chunks, in canonical document order (ties by ``doc_id`` descending), ranks ``1..n``. Every other
     column of that chunk's row is kept (serving keeps ``chunk_id`` and ``text``)."""
-    ordered = canonical_order(chunk_run, "chunk_id", query=query) if "chunk_id" in chunk_run.columns else \
-        canonical_order(chunk_run, "doc_id", query=query)
+    ordered = canonical_order(chunk_run, query=query)
     first = ordered.unique(subset=[query, "doc_id"], keep="first", maintain_order=True)
     if "score" in ordered.columns:
         best = ordered.group_by(query, "doc_id").agg(pl.col("score").max().alias("__best"))

@@ -116,7 +116,7 @@ def _bases(chunks: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
 def _ranked(chunk_run: pl.DataFrame, chunks: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
     """The run joined to the chunk offsets on the global line, ordered by (query, rank)."""
     _require(chunk_run, ("query_id", "rank", "chunk_id"), "run")
-    run = canonical_order(chunk_run, "chunk_id").select("query_id", "rank", "chunk_id")
+    run = canonical_order(chunk_run).select("query_id", "rank", "chunk_id")
     run = run.join(chunks, on="chunk_id", how="left")
     missing = run.filter(pl.col("doc_id").is_null())
     if missing.height:
@@ -307,12 +307,13 @@ def chunk_level_run_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans
     """Rank metrics where the judged items are chunks, relevant when they overlap evidence (:func:`chunk_relevance`).
 
     Computed by :func:`ragbench.evaluation.metrics.evaluate_per_query` on a chunk-level qrels table; measure names get a
-    ``chunk_`` prefix (``chunk_ndcg@10``). Note the ideal ranking holds every relevant chunk, so a chunker that
+    ``chunk_`` prefix (``chunk_ndcg@10``). Chunks are judged in :func:`~ragbench.core.schemas.canonical_order` (ties
+    by ``doc_id``, then ``chunk_id``, descending). Note the ideal ranking holds every relevant chunk, so a chunker that
     spreads the evidence over more (e.g. overlapping) chunks has more to recall.
     """
     rel = chunk_relevance(chunks, spans).select("query_id", pl.col("chunk_id").alias("doc_id"), "relevance")
     _require(chunk_run, ("query_id", "rank", "chunk_id"), "run")
-    run = canonical_order(chunk_run, "chunk_id").select("query_id", "rank", pl.col("chunk_id").alias("doc_id"),
-                                                        *(["score"] if "score" in chunk_run.columns else []))
+    # judged in canonical order; the ranks carry it (no score column, so it is not re-sorted by chunk id alone)
+    run = canonical_order(chunk_run).select("query_id", "rank", pl.col("chunk_id").alias("doc_id"))
     out = evaluate_per_query(run, rel, _query_ids(query_ids, chunk_run, spans), list(measures))
     return out.with_columns(("chunk_" + pl.col("measure")).alias("measure"))

@@ -196,7 +196,7 @@ class ProductionRetriever:
         texts = out.judged_chunks.select("chunk_id", "text")
         named = pl.DataFrame({"query_index": range(len(queries)), "query": queries},
                              schema={"query_index": pl.Int64, "query": pl.String})
-        run = canonical_order(out.run, "chunk_id")  # retrieve() already returns it so; the rule is stated here
+        run = canonical_order(out.run)  # retrieve() already returns it so; the rule is stated here
         return (run.filter(pl.col("rank") <= k).join(texts, on="chunk_id", how="left")
                 .with_columns(pl.col("query_id").cast(pl.Int64).alias("query_index"))
                 .join(named, on="query_index", how="left")

@@ -67,7 +67,7 @@ class HybridRetriever(RetrieverSpec):
             fused = rrf(runs, weights=self.weights, k=self.k, depth=None)
         else:
             fused = convex(runs, weights=self.weights, depth=None)
-        return canonical_order(fused, "chunk_id").filter(pl.col("rank") <= self.depth)
+        return canonical_order(fused).filter(pl.col("rank") <= self.depth)
 
     def describe(self) -> str:
         w = "" if tuple(self.weights) == (1.0, 1.0) else f",w={self.weights[0]:g}/{self.weights[1]:g}"

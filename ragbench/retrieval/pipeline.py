@@ -61,7 +61,7 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
     if r.filter:
         check_fields(ds.corpus, r.filter)
     t0 = time.perf_counter()
-    run = canonical_order(first_stage(cfg, ds, res, r.filter), "chunk_id")
+    run = canonical_order(first_stage(cfg, ds, res, r.filter))
     first = run
     metrics: dict[str, float] = {}
     tables: dict[str, pl.DataFrame] = {}
@@ -80,7 +80,7 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
                                max_level=r.parents.max_level, align=r.parents.align)
         run = small_to_big(run, parents)
         judged = parent_chunks(parents)
-    run = canonical_order(run, "chunk_id")
+    run = canonical_order(run)
     unfiltered = None
     if r.filter:
         qids = ds.queries["query_id"].to_list()
@@ -88,5 +88,5 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
         metrics[f"filter_shortfall_queries@{diagnostics_k}"] = float(short["shortfall"].sum())
         metrics["filter_returned_mean"] = float(short["returned"].mean()) if short.height else 0.0
         tables["filter_shortfall.parquet"] = short
-        unfiltered = canonical_order(first_stage(cfg, ds, res, None), "chunk_id")
+        unfiltered = canonical_order(first_stage(cfg, ds, res, None))
     return RetrievalOutput(run, judged, seconds, metrics, tables, first, unfiltered)
