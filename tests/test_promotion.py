@@ -188,15 +188,15 @@ def test_gate_pairs_production_from_another_sweep_on_the_same_data(tmp_path):
                     [datetime.now(timezone.utc)])
 
     ok = check_gate(store, "new", "cand")
-    # all 20 paired differences are positive: the exact sign-flip p-value is 2 / 2^20, so none of the 10 000
-    # Monte Carlo resamples reaches it and the test returns its floor (0 + 1) / (10 000 + 1)
+    # all 20 paired differences are positive: 2^20 sign vectors are few enough to enumerate, so the p-value is
+    # the exact 2 / 2^20 (the observed signs and their mirror image), not a Monte Carlo floor
     assert ok.allowed and ok.n == 20 and ok.mean_diff == pytest.approx(0.45)
-    assert ok.p_value == pytest.approx(1 / 10_001) and "from sweep old" in ok.evidence
+    assert ok.p_value == 2 / 2**20 and "from sweep old" in ok.evidence
     meh = check_gate(store, "new", "meh")
-    # 10 equal positive diffs and 10 zeros: only 2 of the 2^10 sign patterns of the non-zero ones reach |sum|,
-    # exact p = 2 / 1024; the Monte Carlo estimate is within a few standard errors (sd ~ 0.0004)
+    # 10 equal positive diffs and 10 zeros: zeros are dropped (their sign changes nothing) and only 2 of the 2^10
+    # sign patterns of the non-zero ones reach |sum|: exact p = 2 / 1024
     assert meh.allowed and meh.mean_diff == pytest.approx(0.05)
-    assert meh.p_value == pytest.approx(2 / 2**10, abs=0.0015)
+    assert meh.p_value == 2 / 2**10
     strict = check_gate(store, "new", "meh", alpha=0.001)  # the same evidence is not enough at a stricter level
     assert not strict.allowed and "not significantly better" in strict.evidence
     worse = check_gate(store, "old", "prod")  # production itself: already live

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -63,8 +64,61 @@ def values(table: pl.DataFrame) -> dict[tuple[str, str], float]:
     return {(q, m): v for q, m, v in table.iter_rows()}
 
 
-def test_fixture_lengths_used_in_the_hand_computations():
-    assert len(DOC_A) == 100 and len(DOC_B) == 60
+def oracle(ranking: list[str], chunks: list[tuple], spans: list[tuple], k: int) -> dict[str, float]:
+    """Span measures from Python sets of (doc, character) -- an independent re-implementation of the definitions.
+
+    ``ranking``: chunk ids best first; ``chunks``: (chunk_id, doc, start, end); ``spans``: (doc, start, end, rel)
+    of one query. Merged spans are the maximal runs of consecutive evidence characters of a document.
+    """
+    where = {c: (d, s, e) for c, d, s, e in chunks}
+    E = {(d, i) for d, s, e, r in spans if r > 0 for i in range(s, e)}
+    top = [where[c] for c in ranking[:k]]
+    R = {(d, i) for d, s, e in top for i in range(s, e)}
+    runs, cur = [], None
+    for d, i in sorted(E):
+        if cur and cur[0] == d and cur[2] == i:
+            cur[2] = i + 1
+        else:
+            cur = [d, i, i + 1]
+            runs.append(cur)
+    inside = sum(any(cd == d and cs <= s and e <= ce for cd, cs, ce in top) for d, s, e in runs)
+    allc = {(d, i) for _, d, s, e in chunks for i in range(s, e)}
+    return {"span_recall": len(E & R) / len(E), "span_precision": len(E & R) / len(R) if R else 0.0,
+            "span_iou": len(E & R) / len(E | R), "span_contained": inside / len(runs) if top else 0.0,
+            "span_recall_max": len(E & allc) / len(E)}
+
+
+def test_span_metrics_equal_a_character_set_oracle():
+    """The interval arithmetic against plain sets of characters: the fixture, then random runs over random spans
+    (overlapping, touching, crossing chunk borders, relevance 0 ones ignored) -- every value to 1e-12."""
+    assert len(DOC_A) == 100 and len(DOC_B) == 60  # the hand computations below rely on these lengths
+    spans_q = {"q1": [("A", 10, 30, 2), ("B", 0, 10, 1)], "q2": [("A", 50, 60, 1)]}
+    v = values(span_metrics(RUN, chunks_table(), spans_table(), [1, 2, 3, 5], query_ids=QIDS))
+    order = {q: g["chunk_id"].to_list() for (q,), g in RUN.sort("rank").group_by("query_id", maintain_order=True)}
+    for q, sp in spans_q.items():
+        for k in (1, 2, 3, 5):
+            for m, want in oracle(order[q], CHUNKS, sp, k).items():
+                name = m if m == "span_recall_max" else f"{m}@{k}"
+                assert v[q, name] == pytest.approx(want, abs=1e-12, rel=0), (q, name)
+
+    rng = np.random.default_rng(0)
+    ids = [c for c, *_ in CHUNKS]
+    for trial in range(40):
+        rows, sp = [], []
+        for _ in range(int(rng.integers(1, 5))):
+            d = str(rng.choice(["A", "B"]))
+            s0 = int(rng.integers(0, len(DOCS[d]) - 1))
+            sp.append((d, s0, int(rng.integers(s0 + 1, min(len(DOCS[d]), s0 + 30) + 1)), int(rng.integers(0, 3))))
+        if not any(r > 0 for *_, r in sp):
+            sp[0] = (*sp[0][:3], 1)
+        ranking = list(rng.permutation(ids)[: int(rng.integers(1, 6))])
+        run = run_table({"q": ranking})
+        spans = pl.DataFrame([("q", *x) for x in sp], schema=SPANS_SCHEMA, orient="row")
+        got = values(span_metrics(run, chunks_table(), spans, [1, 2, 3, 5]))
+        for k in (1, 2, 3, 5):
+            for m, want in oracle(ranking, CHUNKS, sp, k).items():
+                name = m if m == "span_recall_max" else f"{m}@{k}"
+                assert got["q", name] == pytest.approx(want, abs=1e-12, rel=0), (trial, name, sp, ranking)
 
 
 def test_interval_helpers():
@@ -127,9 +181,11 @@ def test_span_metrics_hand_computed():
         assert v["q2", f"span_precision@{k}"] == pytest.approx(10 / 70)
         assert v["q2", f"span_iou@{k}"] == pytest.approx(10 / 70)
         assert v["q2", f"span_contained@{k}"] == 1.0
-    # q3 has no spans: NaN for every measure, never 0 or 1
+    # q3 has no spans: NaN for every measure, never 0 or 1 (16 = 4 measures x 4 cutoffs, plus span_recall_max)
     q3 = [val for (q, _), val in v.items() if q == "q3"]
-    assert len(q3) == 16 and all(math.isnan(x) for x in q3)
+    assert len(q3) == 17 and all(math.isnan(x) for x in q3)
+    # every character of E lies in some chunk of this table: the ceiling is 1
+    assert v["q1", "span_recall_max"] == v["q2", "span_recall_max"] == 1.0
 
 
 def test_labelled_query_missing_from_run_scores_zero():
@@ -159,6 +215,19 @@ def test_budget_metrics_cut_the_chunk_at_the_budget_edge():
         assert v["q2", f"evidence_recall@{n}tok"] == pytest.approx(recall), n
         assert v["q2", f"chunks_in_budget@{n}tok"] == count, n
     assert all(math.isnan(val) for (q, _), val in v.items() if q == "q3")
+
+
+def test_budget_cut_rounds_the_character_count_down():
+    """The cut chunk keeps floor(len * remaining / tokens) characters -- not ceil, not round-half-even."""
+    # c5 = B[5, 60): 55 characters, 20 tokens. 1 token -> 55/20 = 2.75 -> B[5, 7); 2 tokens -> 5.5 -> B[5, 10)
+    run = run_table({"q7": ["c5"], "q10": ["c5"]})
+    spans = spans_table([("q7", "B", 7, 8, 1), ("q10", "B", 10, 11, 1)])  # the first character floor() leaves out
+    v = values(budget_metrics(run, chunks_table(), spans, [1, 2, 3], TOKENS))
+    assert v["q7", "evidence_recall@1tok"] == 0.0   # ceil (3) or round (3) would keep B[7]
+    assert v["q7", "evidence_recall@3tok"] == 1.0   # 8.25 -> 8 characters: B[5, 13)
+    assert v["q10", "evidence_recall@2tok"] == 0.0  # round-half-even (6) or ceil (6) would keep B[10]
+    assert v["q10", "evidence_recall@3tok"] == 1.0
+    assert v["q7", "chunks_in_budget@1tok"] == 1.0  # the cut chunk counts: it has characters in the context
 
 
 def test_budget_cut_exactly_at_token_offsets_with_a_real_tokenizer():
@@ -207,17 +276,72 @@ def test_bad_input_is_named():
         span_metrics(RUN.drop("rank"), chunks_table(), spans_table(), [1])
 
 
-def test_real_chunker_output_and_fixed_chunker_spans():
-    """Whole-pipeline sanity on real chunker output: every span is covered when the whole run is retrieved."""
+def test_real_chunker_output_against_the_oracle():
+    """Real FixedChunker output (overlapping token windows) on the fixture, a shuffled run, every k: equal to the
+    character-set oracle, and full retrieval reaches the ceiling, which is 1 here (windows cover every character)."""
     from ragbench.core.schemas import CORPUS_SCHEMA
     from ragbench.data.dataset import Dataset
 
     corpus = pl.DataFrame([("A", "", DOC_A, "{}"), ("B", "", DOC_B, "{}")], schema=CORPUS_SCHEMA, orient="row")
     ds = Dataset("tiny", corpus, pl.DataFrame(), pl.DataFrame(), spans_table(), "fp")
     chunks = chunk_corpus(ds, FixedChunker(size=4, overlap=1, prefix="none"))
-    ranking = {q: chunks["chunk_id"].to_list() for q in ("q1", "q2")}
-    run = pl.DataFrame([(q, r, c, d, 0.0) for q, cs in ranking.items()
-                        for r, (c, d) in enumerate(zip(cs, chunks["doc_id"]), 1)], schema=RUN_SCHEMA, orient="row")
-    v = values(span_metrics(run, chunks, spans_table(), [chunks.height]))
-    assert v["q1", f"span_recall@{chunks.height}"] == 1.0
-    assert v["q2", f"span_recall@{chunks.height}"] == 1.0
+    assert chunks.height > 8 and (chunks["text"] == [DOCS[d][s:e] for d, s, e in
+                                                     chunks.select("doc_id", "start", "end").iter_rows()]).all()
+    rows = list(chunks.select("chunk_id", "doc_id", "start", "end").iter_rows())
+    ranking = [rows[i][0] for i in np.random.default_rng(3).permutation(len(rows))]
+    doc = {c: d for c, d, _, _ in rows}
+    run = pl.DataFrame([(q, r, c, doc[c], 1.0 / r) for q in ("q1", "q2") for r, c in enumerate(ranking, 1)],
+                       schema=RUN_SCHEMA, orient="row")
+    ks = [1, 2, 5, 9, len(rows)]
+    v = values(span_metrics(run, chunks, spans_table(), ks))
+    for q, sp in {"q1": [("A", 10, 30, 2), ("B", 0, 10, 1)], "q2": [("A", 50, 60, 1)]}.items():
+        for k in ks:
+            for m, want in oracle(ranking, rows, sp, k).items():
+                name = m if m == "span_recall_max" else f"{m}@{k}"
+                assert v[q, name] == pytest.approx(want, abs=1e-12, rel=0), (q, name)
+        assert v[q, f"span_recall@{len(rows)}"] == v[q, "span_recall_max"] == 1.0
+
+
+def test_a_gap_no_chunk_covers_caps_span_recall_and_is_reported():
+    """A gold span across a paragraph break: the chunks hold both paragraphs but not the "\n\n" between them, so
+    full retrieval covers all but 2 characters; span_recall_max reports that ceiling."""
+    text = "First paragraph about rivers.\n\nSecond paragraph about bridges."
+    cut = text.index("\n\n")
+    chunks = pl.DataFrame([("p1", "D", 0, 0, cut, text[:cut], text[:cut]),
+                           ("p2", "D", 1, cut + 2, len(text), text[cut + 2:], text[cut + 2:])],
+                          schema=CHUNK_SCHEMA, orient="row")
+    start, end = text.index("rivers"), text.index(" about bridges")
+    spans = spans_table([("q", "D", start, end, 1), ("q0", "D", 0, 5, 0)])  # q0: relevance 0 only: unlabelled
+    run = pl.DataFrame([("q", 1, "p2", "D", 2.0), ("q", 2, "p1", "D", 1.0)], schema=RUN_SCHEMA, orient="row")
+    v = values(span_metrics(run, chunks, spans, [1, 2], query_ids=["q", "q0"]))
+    n = end - start
+    assert v["q", "span_recall_max"] == (n - 2) / n
+    assert v["q", "span_recall@2"] == (n - 2) / n  # everything retrieved: exactly the ceiling, not 1
+    assert v["q", "span_recall@1"] == (end - (cut + 2)) / n
+    assert math.isnan(v["q0", "span_recall_max"])
+    assert "span_recall_max" not in {m for _, m in values(
+        span_metrics(run, chunks, spans, [1], reachable=False))}
+
+
+@pytest.mark.parametrize("chunker,gapped", [({"kind": "markdown", "max_tokens": 256}, 8),
+                                            ({"kind": "recursive", "size": 128, "overlap": 0}, 7)])
+def test_demo_spans_across_sections_have_a_reachable_ceiling(chunker, gapped):
+    """The demo set: under markdown-256, 8 gold spans (7 under recursive-128) include a "\n\n" no chunk holds; q25
+    can reach 368/370. Retrieving every chunk gives exactly span_recall_max, below 1 for those queries only."""
+    from conftest import DEMO
+
+    from ragbench.config import CHUNKERS, DatasetSpec
+    from ragbench.data import load_dataset
+
+    ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
+    chunks = chunk_corpus(ds, CHUNKERS.parse(chunker))
+    qids = ds.spans["query_id"].unique().sort().to_list()
+    run = pl.DataFrame([(q, r, c, d, -float(r)) for q in qids
+                        for r, (c, d) in enumerate(chunks.select("chunk_id", "doc_id").iter_rows(), 1)],
+                       schema=RUN_SCHEMA, orient="row")
+    v = values(span_metrics(run, chunks, ds.spans, [chunks.height], query_ids=qids))
+    below = {q for q in qids if v[q, "span_recall_max"] < 1.0}
+    assert len(below) == gapped and {f"q{i}" for i in (25, 27, 28, 29, 30, 31, 32)} <= below
+    assert v["q25", "span_recall_max"] == 368 / 370
+    for q in qids:
+        assert v[q, f"span_recall@{chunks.height}"] == v[q, "span_recall_max"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import polars as pl
 import pytest
-from scipy import stats as sps
 
 from ragbench.evaluation.stats import (
     Comparison,
@@ -18,6 +18,7 @@ from ragbench.evaluation.stats import (
     holm_correction,
     paired_randomization_test,
     paired_t_test,
+    required_resamples,
 )
 
 # ranx/numba emit a harmless NumbaTypeSafetyWarning ("unsafe cast from uint64 to int64").
@@ -101,27 +102,36 @@ def test_bootstrap_ci_degenerate_sizes():
     assert wide.low < narrow.low < narrow.high < wide.high
 
 
-# --------------------------------------------------------------------------
-# Paired tests
-# --------------------------------------------------------------------------
-def test_paired_t_test_matches_scipy_and_drops_nan_pairs():
-    rng = np.random.default_rng(3)
-    a = rng.uniform(size=40)
-    b = a - 0.05 + rng.normal(scale=0.1, size=40)
-    res = paired_t_test(a, b)
-    ref = sps.ttest_rel(a, b)
-    assert isinstance(res, PairedTest) and res.test == "student" and res.n == 40
-    assert res.p_value == pytest.approx(ref.pvalue, rel=1e-10)
-    assert res.statistic == pytest.approx(ref.statistic, rel=1e-10)
-    assert res.mean_diff == pytest.approx(np.mean(a - b))
+def _t_pvalue_closed_form(t: float, df: int) -> float:
+    """Two-sided Student-t p-value in closed form (no scipy): df = 2 and df = 3."""
+    if df == 2:
+        return 1.0 - abs(t) / math.sqrt(2.0 + t * t)
+    if df == 3:
+        th = math.atan(abs(t) / math.sqrt(3.0))
+        return 1.0 - (2.0 / math.pi) * (th + math.sin(th) * math.cos(th))
+    raise ValueError(df)
 
-    a2, b2 = a.copy(), b.copy()
-    a2[0], b2[5] = np.nan, np.nan
-    keep = np.ones(40, bool)
-    keep[[0, 5]] = False
+
+def test_paired_t_test_against_closed_forms_and_drops_nan_pairs():
+    # d = a - b = [1, 2, 3, 4]: mean 2.5, s = sqrt(5/3), t = 2.5 / (s / 2) = sqrt(15) = 3.8729833...
+    a, b = np.array([1.5, 2.0, 3.25, 4.0]), np.array([0.5, 0.0, 0.25, 0.0])
+    res = paired_t_test(a, b)
+    assert isinstance(res, PairedTest) and res.test == "student" and res.n == 4
+    assert res.mean_diff == 2.5
+    assert res.statistic == pytest.approx(math.sqrt(15.0), rel=1e-14)
+    assert res.p_value == pytest.approx(_t_pvalue_closed_form(math.sqrt(15.0), 3), rel=1e-12)
+    assert res.p_value == pytest.approx(0.030466, abs=5e-7)  # a t table: t = 3.873, 3 df, two-sided
+    assert res.p_floor == 0.0 and res.n_resamples is None
+
+    # NaN in either system drops the query: [1, 2, 3, 4] with the 2 and the 4 knocked out -> d = [1, 3] plus 7
+    a2 = np.array([1.5, np.nan, 3.25, 4.0, 7.0])
+    b2 = np.array([0.5, 0.0, 0.25, np.nan, 0.0])
     res2 = paired_t_test(a2, b2)
-    assert res2.n == 38
-    assert res2.p_value == pytest.approx(sps.ttest_rel(a[keep], b[keep]).pvalue, rel=1e-10)
+    d = np.array([1.0, 3.0, 7.0])
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(3))
+    assert res2.n == 3 and res2.mean_diff == pytest.approx(11 / 3, rel=1e-15)
+    assert res2.statistic == pytest.approx(t, rel=1e-14)
+    assert res2.p_value == pytest.approx(_t_pvalue_closed_form(t, 2), rel=1e-12)
 
     assert paired_t_test(a, a).p_value == 1.0  # no differences at all: no evidence
     assert math.isnan(paired_t_test([0.1], [0.2]).p_value)
@@ -138,21 +148,41 @@ def test_randomization_exact_enumeration_hand_worked():
     assert paired_randomization_test([1.0, 0.0], [0.0, 1.0]).p_value == 1.0
 
 
+def _brute_force_p(d) -> float:
+    """Exact sign-flip p-value by listing all 2^n sign vectors (independent of the library's enumeration)."""
+    d = [float(x) for x in d]
+    obs = abs(sum(d))
+    tol = 1e-9 * sum(abs(x) for x in d)
+    hits = sum(1 for signs in itertools.product((1, -1), repeat=len(d))
+               if abs(sum(s * x for s, x in zip(signs, d))) >= obs - tol)
+    return hits / 2 ** len(d)
+
+
 def test_randomization_monte_carlo_matches_exact_and_is_deterministic():
     rng = np.random.default_rng(4)
     a = rng.uniform(size=12)
     b = a - 0.08 + rng.normal(scale=0.2, size=12)
-    exact = paired_randomization_test(a, b, n_resamples=5_000)  # 2**12 = 4096 <= 5000
-    assert exact.n_resamples == 4096
-    mc = paired_randomization_test(a, b, n_resamples=4_000, seed=11)  # < 4096 -> Monte Carlo
-    assert mc.n_resamples == 4_000
+    exact = paired_randomization_test(a, b)  # 2**12 <= EXACT_LIMIT: enumerated
+    assert exact.exact and exact.n_resamples == 4096 and exact.p_floor == 2 / 4096
+    assert exact.p_value == _brute_force_p(a - b)
+    mc = paired_randomization_test(a, b, n_resamples=4_000, seed=11, exact_limit=0)  # 4000 < 4096: Monte Carlo
+    assert not mc.exact and mc.n_resamples == 4_000 and mc.p_floor == 1 / 4_001
     assert 0.02 < exact.p_value < 0.8  # informative, not a trivial 0/1 case
     # SE of a 4000-draw estimate is <= 0.008; 0.03 is > 3.5 SE.
     assert mc.p_value == pytest.approx(exact.p_value, abs=0.03)
-    assert paired_randomization_test(a, b, n_resamples=4_000, seed=11) == mc
+    assert paired_randomization_test(a, b, n_resamples=4_000, seed=11, exact_limit=0) == mc
     # (c + 1) / (R + 1): never zero, even for an overwhelming difference.
     big = paired_randomization_test(np.ones(50), np.zeros(50), n_resamples=999)
-    assert big.p_value == pytest.approx(1 / 1000)
+    assert big.p_value == 1 / 1000 and big.p_floor == 1 / 1000 and not big.exact
+
+
+def test_randomization_zero_differences_change_nothing():
+    d = np.array([0.5, -0.1, 0.3, 0.2, 0.4, -0.2, 0.1])
+    with_zeros = np.concatenate([d, np.zeros(30)])  # 37 queries, 7 of them differ
+    res = paired_randomization_test(with_zeros, np.zeros(37))
+    assert res.n == 37 and res.exact and res.n_resamples == 2 ** 7
+    assert res.p_value == _brute_force_p(d) and res.p_floor == 2 / 2 ** 7
+    assert res.mean_diff == pytest.approx(d.sum() / 37, rel=1e-15)
 
 
 # --------------------------------------------------------------------------
@@ -197,24 +227,52 @@ def _ranx_pvalues(report) -> dict[frozenset, float]:
     return out
 
 
-def test_student_matches_scipy_and_ranx(ranx_problem):
-    ranx, qrels, runs, per_query = ranx_problem
-    cmp = compare_configs(per_query, "ndcg@10", test="student", n_resamples=2_000)
+def _t_pvalue_mpmath(d: np.ndarray) -> float:
+    """Two-sided paired t p-value from mpmath's regularized incomplete beta (no scipy)."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    n = len(d)
+    t = mpmath.mpf(float(d.mean())) / (mpmath.mpf(float(d.std(ddof=1))) / mpmath.sqrt(n))
+    nu = n - 1
+    return float(mpmath.betainc(nu / mpmath.mpf(2), mpmath.mpf(1) / 2, 0, nu / (nu + t * t), regularized=True))
+
+
+def test_student_matches_independent_values_and_ranx(ranx_problem):
+    """Per-query nDCG from ragbench's own metrics (not ranx's); p-values against mpmath's t distribution and ranx."""
+    from ragbench.evaluation.metrics import Measure, evaluate_per_query
+
+    ranx, qrels, runs, ranx_per_query = ranx_problem
+    qrel_rows = [(q, d, int(r)) for q, docs in qrels.to_dict().items() for d, r in docs.items()]
+    qrels_df = pl.DataFrame(qrel_rows, schema={"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int32},
+                            orient="row")
+    frames = []
+    for name, run in runs.items():
+        rows = [(q, d, float(sc)) for q, docs in run.to_dict().items() for d, sc in docs.items()]
+        doc_run = pl.DataFrame(rows, schema={"query_id": pl.String, "doc_id": pl.String, "score": pl.Float64},
+                               orient="row").with_columns(pl.lit(0, pl.Int32).alias("rank"))
+        pq = evaluate_per_query(doc_run, qrels_df, sorted(run.keys()), [Measure("ndcg", 10, "linear")])
+        frames.append(pq.with_columns(pl.lit(name).alias("config_id")))
+    per_query = pl.concat(frames).select("config_id", "query_id", "measure", "value")
+    # ragbench's per-query values equal ranx's own to 1e-12 (two implementations)
+    theirs = {(c, q): v for c, q, _, v in ranx_per_query.iter_rows()}
+    for c, q, _, v in per_query.iter_rows():
+        assert v == pytest.approx(theirs[(c, q)], abs=1e-12, rel=0), (c, q)
+
+    cmp = compare_configs(per_query, "ndcg@10", test="student", pairs="all")
     report = ranx.compare(
         qrels, runs=list(runs.values()), metrics=["ndcg@10"], stat_test="student",
         rounding_digits=10, threads=1,
     )
     ranx_p = _ranx_pvalues(report)
     wide = per_query.pivot(on="config_id", index="query_id", values="value")
-    assert len(cmp.pairs) == 3
+    assert len(cmp.pairs) == 3 and cmp.n_comparisons == 3 and cmp.p_floor == 0.0 and cmp.n_resamples is None
     for pair in cmp.pairs:
-        a, b = wide[pair.config_a].to_numpy(), wide[pair.config_b].to_numpy()
-        assert pair.p_value == pytest.approx(sps.ttest_rel(a, b).pvalue, rel=1e-9)
-        assert pair.p_value == pytest.approx(ranx_p[frozenset((pair.config_a, pair.config_b))], abs=0.01)
+        d = wide[pair.config_a].to_numpy() - wide[pair.config_b].to_numpy()
+        assert pair.p_value == pytest.approx(_t_pvalue_mpmath(d), rel=1e-12, abs=1e-300)
+        assert pair.p_value == pytest.approx(ranx_p[frozenset((pair.config_a, pair.config_b))], abs=1e-10, rel=0)
         assert pair.wins + pair.ties + pair.losses == pair.n == 60
-    # Means agree with ranx's report too.
     for c in cmp.configs:
-        assert c.mean == pytest.approx(report.results[c.config_id]["ndcg@10"], abs=1e-9)
+        assert c.mean == pytest.approx(report.results[c.config_id]["ndcg@10"], abs=1e-10, rel=0)
     assert cmp.best == "strong" and cmp.tied_with_best == ("strong",)
     assert cmp.pair("base", "strong").significant
 
@@ -226,7 +284,8 @@ def test_randomization_matches_ranx_fisher(ranx_problem):
     # sampling noise, SE <= sqrt(.25/1e5) ~ 0.0016 each, so the difference has SE <= 0.0023
     # and 0.01 is > 4 SE.  (ranx's numba RNG is not numpy's, so exact equality is impossible.)
     n = 100_000
-    cmp = compare_configs(per_query, "ndcg@10", test="randomization", n_resamples=n, seed=0)
+    cmp = compare_configs(per_query, "ndcg@10", test="randomization", n_resamples=n, seed=0, pairs="all")
+    assert cmp.n_resamples == n and cmp.n_exact == 0 and cmp.p_floor == 1 / (n + 1)  # 100000 > the 5999 needed
     report = ranx.compare(
         qrels, runs=list(runs.values()), metrics=["ndcg@10"], stat_test="fisher",
         n_permutations=n, rounding_digits=10, threads=1,
@@ -266,7 +325,8 @@ def test_nan_queries_excluded_from_pairs_and_counted():
     pair = cmp.pair("A", "B")
     assert pair.n == 17
     assert pair.mean_diff == pytest.approx(np.mean(a[keep] - b[keep]))
-    assert pair.p_value == pytest.approx(sps.ttest_rel(a[keep], b[keep]).pvalue)
+    d = a[keep] - b[keep]
+    assert pair.p_value == pytest.approx(_t_pvalue_mpmath(d), rel=1e-12)
     assert pair.wins + pair.ties + pair.losses == 17
 
     # A query missing entirely for one config is also dropped from the pair.
@@ -280,28 +340,102 @@ def test_tied_with_best_two_identical_one_worse(test):
     rng = np.random.default_rng(6)
     good = rng.uniform(0.5, 1.0, size=40)
     worse = good - 0.3 + rng.normal(scale=0.05, size=40)
+    assert (good - worse > 0).all()
     df = _long({"X": list(good), "Y": list(good), "Z": list(worse)})
     cmp = compare_configs(df, "ndcg@10", test=test, n_resamples=2_000)
     assert isinstance(cmp, Comparison)
     assert cmp.best == "X"  # equal means: first config_id wins the tie
+    assert cmp.pairs_compared == "vs_best" and cmp.n_comparisons == 2
+    assert [(p.config_a, p.config_b) for p in cmp.pairs] == [("X", "Y"), ("X", "Z")]  # Y vs Z is not needed
     assert cmp.tied_with_best == ("X", "Y")
     xy = cmp.pair("X", "Y")
     assert (xy.p_value, xy.p_adjusted, xy.significant) == (1.0, 1.0, False)
     assert (xy.wins, xy.ties, xy.losses) == (0, 40, 0)
+    xz = cmp.pair("X", "Z")
+    assert xz.significant and xz.mean_diff == pytest.approx(float(np.mean(good - worse)), rel=1e-15)
+    assert (xz.wins, xz.ties, xz.losses) == (40, 0, 0)
+    if test == "randomization":
+        # m = 2 -> R = ceil(100 * 2 / 0.05) - 1 = 3999 > 2000; 40 positive differences: no random sign vector is as
+        # extreme (chance 2^-39), so p = 1 / (R + 1) exactly; Holm: the smaller of two p-values times 2
+        assert cmp.n_resamples == 3_999 and cmp.n_exact == 1  # X vs Y: all differences 0, trivially exact
+        assert xz.p_value == 1 / 4_000 and xz.p_adjusted == 2 / 4_000 and not xz.exact
+        assert cmp.p_floor == xz.p_floor == 1 / 4_000 and cmp.p_floor_adjusted == 2 / 4_000
+    else:
+        assert xz.p_adjusted == 2 * xz.p_value  # Holm, by hand: the smaller of m = 2 raw p-values times 2
+
+    every = compare_configs(df, "ndcg@10", test=test, n_resamples=2_000, pairs="all")
+    assert every.n_comparisons == 3 and every.tied_with_best == ("X", "Y")
     for other in ("X", "Y"):
-        pz = cmp.pair(other, "Z")
-        assert pz.significant and pz.p_adjusted < 0.05
-        assert pz.mean_diff == pytest.approx(0.3, abs=0.05)
-        assert pz.wins == 40 and pz.losses == 0
-    # Holm-adjusted values are the Holm correction of the raw ones.
-    raw = {(p.config_a, p.config_b): p.p_value for p in cmp.pairs}
-    assert {(p.config_a, p.config_b): p.p_adjusted for p in cmp.pairs} == holm_correction(raw)
+        pz = every.pair(other, "Z")
+        if test == "randomization":
+            # m = 3 -> R = 5999; raw 1/6000 twice (smallest): Holm 3/6000, then max(3/6000, 2/6000) = 3/6000
+            assert pz.p_value == 1 / 6_000 and pz.p_adjusted == 3 / 6_000
+        assert pz.significant
+
+
+def test_holm_turns_a_raw_significant_pair_into_tied_and_one_comparison_does_not():
+    """Z's raw p-value is 0.0308 < 0.05, but against 3 comparisons Holm makes it 0.0923: not significant, tied with
+    the best. With only A and Z compared, the same data are significant and Z is not tied."""
+    base = np.linspace(0.4, 0.6, 12)
+    d_z = np.array([0.3, 0.2, 0.25, 0.1, 0.4, -0.1, 0.15, 0.2, -0.05, 0.3, 0.1, -0.2])
+    d_y1 = np.array([0.3, 0.2, 0.25, 0.1, 0.4, -0.1, 0.15, 0.2, -0.35, 0.3, 0.1, -0.2])
+    d_y2 = np.array([0.1, -0.1, 0.05, -0.05, 0.2, -0.15, 0.02, 0.0, 0.0, 0.0, 0.01, 0.0])
+    A = base + 0.3
+    values = {"A": A, "Y1": A - d_y1, "Y2": A - d_y2, "Z": A - d_z}
+    p_z, p_y1, p_y2 = _brute_force_p(d_z), _brute_force_p(d_y1), _brute_force_p(d_y2[d_y2 != 0])
+    assert p_z == 0.03076171875 and p_z < 0.05 <= 3 * p_z < p_y1  # the case the test is about
+
+    cmp = compare_configs(_long({k: list(v) for k, v in values.items()}), "ndcg@10")
+    assert cmp.best == "A" and cmp.n_comparisons == 3 and cmp.exact and cmp.n_exact == 3
+    z, y1, y2 = cmp.pair("A", "Z"), cmp.pair("A", "Y1"), cmp.pair("A", "Y2")
+    assert (z.p_value, y1.p_value, y2.p_value) == (p_z, p_y1, p_y2)  # exact enumeration, no Monte Carlo
+    assert z.p_adjusted == 3 * p_z  # Holm by hand: sorted p_z < p_y1 < p_y2, factors 3, 2, 1, running max
+    assert y1.p_adjusted == max(3 * p_z, 2 * p_y1) and y2.p_adjusted == min(1.0, max(y1.p_adjusted, p_y2))
+    assert not z.significant and "Z" in cmp.tied_with_best
+    assert z.p_floor == y1.p_floor == 2 / 2 ** 12 and y2.p_floor == 2 / 2 ** 8  # exact: 2 / 2^n_nonzero
+    assert cmp.n_resamples == 10_000 and cmp.p_floor == 1 / 10_001  # the Monte Carlo floor (unused here)
+
+    alone = compare_configs(_long({"A": list(A), "Z": list(A - d_z)}), "ndcg@10")
+    only = alone.pair("A", "Z")
+    assert alone.n_comparisons == 1 and only.p_value == only.p_adjusted == p_z
+    assert only.significant and alone.tied_with_best == ("A",)
+
+
+def test_resamples_follow_comparisons_and_alpha_and_streams_are_per_pair():
+    assert required_resamples(19, 0.05) == 37_999 and required_resamples(190, 0.05) == 379_999
+    assert required_resamples(1, 0.05) == 1_999 and required_resamples(3, 0.01) == 29_999
+    assert required_resamples(0, 0.05) == 0
+    for m, alpha in [(1, 0.05), (19, 0.05), (190, 0.05), (7, 0.01), (45, 0.1)]:
+        r = required_resamples(m, alpha)
+        assert m / (r + 1) <= alpha / 100 < m / r  # the least R whose floor x m is at most alpha / 100
+
+    rng = np.random.default_rng(8)
+    base = rng.uniform(size=60)
+    grid = {f"c{i}": list(base - 0.02 * i + rng.normal(scale=0.1, size=60)) for i in range(6)}
+    small = compare_configs(_long(grid), "ndcg@10", pairs="all")  # 15 pairs: R = 29999
+    assert small.n_comparisons == 15 and small.n_resamples == 29_999 and small.n_exact == 0
+    assert small.p_floor == 1 / 30_000 and small.p_floor_adjusted == pytest.approx(15 / 30_000, rel=1e-15)
+    assert all(p.n_resamples == 29_999 and not p.exact for p in small.pairs)
+    vs_best = compare_configs(_long(grid), "ndcg@10")  # default: 5 comparisons against the best
+    assert vs_best.n_comparisons == 5 and vs_best.n_resamples == 10_000  # 9999 needed, the 10000 minimum wins
+    # independent streams: two pairs with identical differences get different Monte Carlo estimates ...
+    diff = rng.normal(0.0, 0.1, size=60)
+    twin = {"a": list(base + diff), "b": list(base), "c": list(base + diff + 1.0), "d": list(base + 1.0)}
+    t = compare_configs(_long(twin), "ndcg@10", pairs="all", n_resamples=50_000)
+    ab, cd = t.pair("a", "b").p_value, t.pair("c", "d").p_value
+    assert 0.05 < ab < 0.95 and ab != cd and ab == pytest.approx(cd, abs=0.02)  # same p, two estimates of it
+    # ... and a pair's stream depends on its two ids only, not on which other configs are in the grid
+    more = {**grid, "extra": list(base + 0.5)}
+    a = compare_configs(_long(grid), "ndcg@10", pairs="all", n_resamples=100_000)
+    b = compare_configs(_long(more), "ndcg@10", pairs="all", n_resamples=100_000)
+    assert a.n_resamples == b.n_resamples == 100_000
+    assert a.pair("c0", "c3").p_value == b.pair("c0", "c3").p_value
 
 
 def test_tables_and_pair_orientation():
     df = _long({"b": [0.2, 0.4, 0.6, 0.5], "a": [0.3, 0.4, 0.5, 0.9], "c": [0.1, 0.1, 0.2, 0.2]})
     df = pl.concat([df, _long({"a": [9.0]}, measure="recall@5")])  # other measure ignored
-    cmp = compare_configs(df, "ndcg@10", n_resamples=500)
+    cmp = compare_configs(df, "ndcg@10", n_resamples=500, pairs="all")
     pairs = cmp.to_polars()
     assert pairs.columns == [
         "measure", "config_a", "config_b", "n", "mean_diff", "p_value", "p_adjusted",
@@ -326,6 +460,8 @@ def test_compare_configs_rejects_bad_input():
     df = _long({"a": [0.1, 0.2], "b": [0.2, 0.3]})
     with pytest.raises(ValueError, match="unknown test"):
         compare_configs(df, "ndcg@10", test="wilcoxon")
+    with pytest.raises(ValueError, match="unknown pairs"):
+        compare_configs(df, "ndcg@10", pairs="some")
     with pytest.raises(ValueError, match="no rows"):
         compare_configs(df, "map")
     with pytest.raises(ValueError, match="duplicate"):

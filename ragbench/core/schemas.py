@@ -9,9 +9,13 @@ dataset -> chunks -> runs -> per-query measures::
     CHUNK    chunk_id, doc_id, ordinal, [start, end), text (== doc.text[start:end]), index_text (what is embedded)
     RUN      query_id, rank (1-based, best first), chunk_id, doc_id, score
     MEASURE  query_id, measure, value (NaN: the query has no relevant label)
+
+Every run is put in :func:`canonical_order` before it is judged or served: one tie rule everywhere.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -49,3 +53,48 @@ def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:
     if dup.height:
         raise ValueError(f"{what}: rank {dup['rank'][0]} appears twice for query {dup['query_id'][0]!r}")
     return run
+
+
+#: The sort key :func:`canonical_order` adds and drops again.
+_TIE_KEY = "__score_f32"
+
+
+def canonical_order(run: pl.DataFrame, ids: str | Sequence[str] = ("doc_id", "chunk_id"), *,
+                    query: str = "query_id") -> pl.DataFrame:
+    """The one order of every run before judging or serving: trec_eval 9's, so ragbench and trec_eval agree.
+
+    Within each query (column ``query``), rows are sorted by
+
+    1. ``score`` descending, compared as **32-bit floats** (trec_eval keeps a result's score in a C ``float``:
+       two float64 scores that round to the same float32 are a tie there, e.g. ``1.0`` and ``1.0 + 1e-12``);
+    2. ties by id **descending** in byte order (``strcmp(b, a)`` in trec_eval's ``comp_sim_docno``): of two
+       documents with equal scores ``d2`` ranks above ``d10`` above ``d1``. ``ids`` names the id columns, compared
+       one after the other: ``"doc_id"`` for a document run (exactly trec_eval's rule); for a chunk run the default
+       ``("doc_id", "chunk_id")``, so tied chunks are ordered as their documents are (the first chunk of each
+       document in this order is its document's place in :func:`ragbench.evaluation.judging.document_run`), and
+       tied chunks of one document by ``chunk_id`` descending. Id columns absent from ``run`` are skipped (a chunk
+       run without ``doc_id`` is ordered by ``chunk_id``).
+
+    The ``rank`` column given is ignored (as trec_eval ignores it) and rewritten as ``1..n``; all other columns
+    are kept. ``-0.0`` equals ``0.0``; a NaN or null score ranks below every number. A run without a ``score``
+    column has no ties: its own ranks are the order (rewritten as ``1..n``). Ties that straddle a run's depth are
+    beyond repair here: the producer already chose which of them made the list (trec_eval has the same limit).
+    """
+    wanted = [ids] if isinstance(ids, str) else list(ids)
+    keys = [c for c in wanted if c in run.columns]
+    if not keys or query not in run.columns:
+        raise ValueError(f"canonical_order: the run lacks column(s) {wanted if not keys else query!r} "
+                         f"(has {', '.join(run.columns)})")
+    rank_type = run.schema["rank"] if "rank" in run.columns else pl.Int32
+    if "score" in run.columns:
+        key = pl.col("score").cast(pl.Float64).cast(pl.Float32)
+        key = pl.when(key == 0).then(pl.lit(0.0, pl.Float32)).otherwise(key).fill_nan(None)
+        out = (run.with_columns(key.alias(_TIE_KEY))
+               .sort([query, _TIE_KEY, *keys], descending=[False, True, *[True] * len(keys)], nulls_last=True,
+                     maintain_order=True)
+               .drop(_TIE_KEY))
+    elif "rank" in run.columns:
+        out = run.sort([query, "rank"], maintain_order=True)
+    else:
+        raise ValueError("canonical_order: the run has neither a score nor a rank column")
+    return out.with_columns(pl.int_range(1, pl.len() + 1, dtype=rank_type).over(query).alias("rank"))

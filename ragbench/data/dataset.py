@@ -34,7 +34,15 @@ class Dataset:
 
     @property
     def n_unlabelled(self) -> int:
-        return self.queries.filter(~pl.col("query_id").is_in(self.qrels["query_id"].implode())).height
+        """Queries with no judged document of relevance > 0: judged only non-relevant (0), or not judged at all.
+
+        The one meaning of "unlabelled": exactly the queries that every document measure gives NaN
+        (:mod:`ragbench.evaluation.metrics`), so this count, ``configs.n_unlabelled``, the ``n_unlabelled`` of
+        ``config_metrics`` and the leaderboard agree. (Span measures need span labels: a query without an evidence
+        span of relevance > 0 is NaN there, counted per measure by ``aggregate``.)
+        """
+        relevant = self.qrels.filter(pl.col("relevance") > 0)["query_id"]
+        return self.queries.filter(~pl.col("query_id").is_in(relevant.implode())).height
 
     def summary(self) -> dict:
         return {"name": self.name, "fingerprint": self.fingerprint, "documents": self.corpus.height,

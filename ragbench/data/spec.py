@@ -29,8 +29,8 @@ class DatasetSpec(Spec):
     path: Path
     split: str = "test"
     queries: Literal["in_qrels", "all"] = Field(
-        "in_qrels", description="in_qrels: only queries judged in this split (BEIR convention); all: every query, "
-        "unjudged ones counted as unlabelled")
+        "in_qrels", description="in_qrels: only queries judged in this split (BEIR convention; one judged only "
+        "non-relevant is kept and counted as unlabelled); all: every query, unjudged ones counted as unlabelled")
     spans: bool = Field(True, description="load span labels when the dataset has them")
     squad_documents: Literal["paragraph", "article"] = "paragraph"
     max_queries: int | None = Field(None, gt=0, description="evaluate a seeded sample of this many queries")

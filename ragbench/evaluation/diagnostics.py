@@ -22,7 +22,7 @@ from collections.abc import Collection
 import polars as pl
 from pydantic import Field
 
-from ragbench.core.schemas import check_run
+from ragbench.core.schemas import canonical_order, check_run
 from ragbench.core.spec import Spec
 
 
@@ -44,7 +44,9 @@ def reachability(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str
     Parameters
     ----------
     doc_run
-        Document run with ``query_id, rank, doc_id`` (ranks 1-based).
+        Document run with ``query_id, rank, doc_id`` (ranks 1-based) and usually ``score``: with a score the
+        documents are taken in :func:`~ragbench.core.schemas.canonical_order` (trec_eval's tie rule), as the
+        metrics take them.
     qrels
         ``query_id, doc_id, relevance``; relevant means relevance > 0.
     query_ids
@@ -57,6 +59,7 @@ def reachability(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str
     missing = [c for c in ("query_id", "rank", "doc_id") if c not in doc_run.columns]
     if missing:
         raise ValueError(f"reachability: doc_run lacks column(s) {', '.join(missing)}")
+    doc_run = canonical_order(doc_run, "doc_id")
     relevant = qrels.filter(pl.col("relevance") > 0).select("query_id", "doc_id").unique()
     first = (doc_run.select("query_id", "rank", "doc_id").join(relevant, on=["query_id", "doc_id"], how="semi")
              .group_by("query_id").agg(pl.col("rank").min().cast(pl.Int32).alias("first_relevant_rank")))
@@ -93,9 +96,10 @@ def near_misses(chunk_run: pl.DataFrame, relevant_doc_ids: Collection[str], quer
     """What beat the first relevant chunk of ``query_id``: the chunks ranked above it, best first (at most ``k``).
 
     A relevant chunk is one whose ``doc_id`` is in ``relevant_doc_ids``. When no relevant chunk was retrieved,
-    every retrieved chunk outranked it. Returns run rows (``RUN_SCHEMA``).
+    every retrieved chunk outranked it. Ranks are those of :func:`~ragbench.core.schemas.canonical_order` (the
+    order the metrics judge). Returns run rows (``RUN_SCHEMA``).
     """
-    run = check_run(chunk_run, "near_misses").filter(pl.col("query_id") == query_id).sort("rank")
+    run = canonical_order(check_run(chunk_run, "near_misses").filter(pl.col("query_id") == query_id))
     relevant = set(relevant_doc_ids)
     hits = run.filter(pl.col("doc_id").is_in(list(relevant)))
     above = run.filter(pl.col("rank") < hits["rank"].min()) if hits.height else run

@@ -12,8 +12,19 @@ Conventions (relevant = relevance label > 0; ``rel(d)`` = the label, 0 when unju
   gain(r) = r (Järvelin & Kekäläinen 2002; trec_eval's ``ndcg_cut``, pytrec_eval, ranx ``ndcg``, scikit-learn).
   They agree on binary labels.
 
-A query with no relevant label gets NaN for every measure: it is excluded from means and counted separately
-(``n_unlabelled``), never scored 1.0 or 0.0.
+**Order and ties** (trec_eval 9's rule, :func:`ragbench.core.schemas.canonical_order`): before anything is
+judged, each query's documents are sorted by score descending, the scores compared as 32-bit floats (as trec_eval
+stores them), and equal scores are broken by document id **descending** (byte order); the run's own ``rank``
+column is ignored when it has a ``score`` column. A chunk run is first reduced to documents by
+:func:`ragbench.evaluation.judging.document_run` (a document scores its best chunk). With linear gain every measure
+then equals trec_eval's (``recall_k``, ``P_k``, ``recip_rank`` when ``k`` >= the run's length, ``ndcg_cut_k``,
+``success_k``), checked to 1e-12 by ``tests/test_trec_eval.py``; exponential gain equals trec_eval's ``ndcg_cut``
+on labels mapped to ``2^r - 1``, and ranx's ``ndcg_burges``.
+
+**Unlabelled.** A query is *unlabelled* when no judged document has relevance > 0 (judged only non-relevant, or
+not judged at all). It gets NaN for every measure: it is excluded from means and counted separately
+(``n_unlabelled``), never scored 1.0 or 0.0. :attr:`ragbench.data.dataset.Dataset.n_unlabelled` counts the same
+queries.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
-from ragbench.core.schemas import PER_QUERY_SCHEMA
+from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
 from ragbench.evaluation.measures import RANK_MEASURES, Measure
 
@@ -65,9 +76,17 @@ def evaluate_per_query(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: li
                        measures: list[Measure]) -> pl.DataFrame:
     """Per-query values (long format: query_id, measure, value) for every query in ``query_ids``.
 
-    ``doc_run`` has ``query_id, rank, doc_id``; ``qrels`` has ``query_id, doc_id, relevance``. Queries absent from
-    ``doc_run`` retrieved nothing (all measures 0 when labelled).
+    ``doc_run`` has ``query_id, rank, doc_id`` and usually ``score``; ``qrels`` has ``query_id, doc_id, relevance``.
+    With a ``score`` column the documents are judged in :func:`~ragbench.core.schemas.canonical_order` (score
+    descending, ties by ``doc_id`` descending; ranks ignored), without one in the order of ``rank``. Queries absent
+    from ``doc_run`` retrieved nothing (all measures 0 when labelled). A document listed twice for one query is an
+    error (as in trec_eval): reduce a chunk run with :func:`ragbench.evaluation.judging.document_run` first.
     """
+    doc_run = canonical_order(doc_run, "doc_id")
+    dup = doc_run.filter(pl.struct("query_id", "doc_id").is_duplicated())
+    if dup.height:
+        raise ValueError(f"document {dup['doc_id'][0]!r} is ranked twice for query {dup['query_id'][0]!r}; map a "
+                         "chunk run to documents with ragbench.evaluation.judging.document_run first")
     labels: dict[str, dict[str, int]] = {}
     for q, d, r in qrels.select("query_id", "doc_id", "relevance").iter_rows():
         labels.setdefault(q, {})[d] = r

@@ -13,22 +13,39 @@ queries where *both* configurations have a non-NaN value.
 Conventions
 -----------
 * Paired differences are always ``a - b`` (first argument minus second).
-* Randomization test p-value (Monte Carlo): ``(c + 1) / (R + 1)`` where ``c`` is
-  the number of sign-flip resamples whose ``|mean diff|`` is >= the observed
-  ``|mean diff|`` and ``R`` is ``n_resamples`` (Phipson & Smyth, 2010).  This
-  is never 0 and is a valid p-value.  ``ranx``'s ``stat_test="fisher"`` uses
-  ``c / R`` instead (it can return 0); both estimate the same exact
-  permutation p-value and differ by at most ``1 / (R + 1)`` plus Monte Carlo
-  noise.  When ``2 ** n <= n_resamples`` all sign vectors are enumerated and
-  the exact p-value ``c / 2 ** n`` is returned.
+* Randomization (sign-flip) test.  Queries whose difference is exactly 0 are
+  dropped first: flipping a zero changes no sum, so the p-value is unchanged
+  and enumeration gets cheaper.  With ``n`` nonzero differences:
+
+  - **exact** when ``2 ** n <= max(R, exact_limit)`` (default
+    ``exact_limit = 2 ** 20``): all sign vectors are enumerated and
+    ``p = #{s : |sum s d| >= |sum d|} / 2 ** n``; its floor (smallest attainable
+    value) is ``2 / 2 ** n`` (the observed signs and their mirror image);
+  - otherwise **Monte Carlo** over ``R`` random sign vectors:
+    ``p = (c + 1) / (R + 1)`` (Phipson & Smyth 2010; never 0), floor
+    ``1 / (R + 1)``.  ``ranx``'s ``stat_test="fisher"`` reports ``c / R``
+    instead (it can return 0); both estimate the same exact p-value.
+
+* Number of resamples (:func:`required_resamples`): a Holm family of ``m``
+  comparisons at level ``alpha`` gets ``R >= 100 * m / alpha - 1``, so the
+  p floor times the Holm factor is at most ``alpha / 100`` and, at the strictest
+  Holm threshold ``alpha / m``, the Monte Carlo p-value has a relative standard
+  error of at most 10 %.  ``n_resamples`` is a minimum, raised to that.
+* Random streams: each pair gets its own stream, the child of
+  ``numpy.random.SeedSequence(seed)`` keyed by the pair's two config ids
+  (``spawn_key``), so streams are independent across pairs and a pair's stream
+  does not depend on which other configs are in the grid.
 * Paired t-test: two-sided ``scipy.stats.ttest_rel`` (same as ``ranx``'s
-  ``stat_test="student"``).
-* Multiple comparisons: Holm–Bonferroni over all unordered pairs of the grid;
-  a pair is significant when its adjusted p-value is ``< alpha``.
+  ``stat_test="student"``); no floor.
+* Multiple comparisons: Holm–Bonferroni over the compared pairs -- by default
+  each config against the best (``m = configs - 1``), all unordered pairs on
+  request (``pairs="all"``, ``m = k (k - 1) / 2``); a pair is significant when
+  its adjusted p-value is ``< alpha``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -41,12 +58,16 @@ from scipy import stats as _sps
 
 __all__ = [
     "TIE_TOLERANCE",
+    "EXACT_LIMIT",
+    "RESOLUTION",
+    "required_resamples",
     "ConfidenceInterval",
     "PairedTest",
     "ConfigSummary",
     "PairComparison",
     "Comparison",
     "bootstrap_ci",
+    "pair_seed",
     "paired_randomization_test",
     "paired_t_test",
     "holm_correction",
@@ -55,6 +76,14 @@ __all__ = [
 
 #: Per-query differences with ``|diff| <= TIE_TOLERANCE`` count as ties.
 TIE_TOLERANCE = 1e-12
+
+#: Enumerate every sign vector (exact p-value) when ``2 ** n`` is at most this (or at most the resamples asked for).
+EXACT_LIMIT = 1 << 20
+
+#: Resampling resolution: the p floor times the number of comparisons is at most ``alpha / RESOLUTION``.
+RESOLUTION = 100
+
+DEFAULT_RESAMPLES = 10_000
 
 # Upper bound on the number of float64 cells materialised per resampling chunk
 # (~8 MB), so memory stays flat whatever n_resamples is.
@@ -106,8 +135,14 @@ class PairedTest:
     p_value : float
         Two-sided p-value (NaN when the test is undefined, e.g. ``n < 2``).
     n_resamples : int | None
-        Resamples used by the randomization test (``2 ** n`` when exact);
-        ``None`` for the t-test.
+        Sign vectors the randomization test used: ``2 ** n_nonzero`` when
+        exact, ``R`` for Monte Carlo; ``None`` for the t-test.
+    exact : bool
+        The randomization p-value is exact (full enumeration).
+    p_floor : float
+        Smallest p-value this test could have returned on these queries:
+        ``2 / 2 ** n_nonzero`` when exact (1.0 when every difference is 0),
+        ``1 / (R + 1)`` for Monte Carlo, 0.0 for the t-test (no floor).
     """
 
     test: str
@@ -116,6 +151,8 @@ class PairedTest:
     statistic: float
     p_value: float
     n_resamples: int | None = None
+    exact: bool = False
+    p_floor: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -148,11 +185,30 @@ class PairComparison:
     wins: int
     ties: int
     losses: int
+    n_resamples: int | None = None  # sign vectors used (2 ** n_nonzero when exact); None for the t-test
+    exact: bool = False  # exact enumeration
+    p_floor: float = 0.0  # smallest p-value attainable by this pair's test
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Everything :func:`compare_configs` computes for one measure."""
+    """Everything :func:`compare_configs` computes for one measure.
+
+    Resampling resolution (what a report should state next to the p-values):
+
+    * ``n_comparisons`` -- ``m``, the size of the Holm family (pairs with a
+      p-value);
+    * ``n_resamples`` -- Monte Carlo sign flips per pair, ``R`` (``None`` for
+      the t-test); ``n_exact`` -- pairs whose p-value was computed exactly by
+      enumeration instead (``exact``: all of them);
+    * ``p_floor`` -- the Monte Carlo floor ``1 / (R + 1)``, the smallest raw
+      p-value a resampled pair can get (0.0 for the t-test, which has none).
+      Exactly enumerated pairs have no resampling error; their own floor,
+      ``2 / 2 ** n_nonzero``, is in :attr:`PairComparison.p_floor`;
+    * ``p_floor_adjusted`` -- ``min(1, m * p_floor)``: what Holm makes of a
+      p-value at the floor (at most ``alpha / 100`` by
+      :func:`required_resamples`).
+    """
 
     measure: str
     test: str
@@ -161,6 +217,21 @@ class Comparison:
     pairs: tuple[PairComparison, ...]
     best: str
     tied_with_best: tuple[str, ...]
+    pairs_compared: str = "all"  # "vs_best" or "all"
+    n_comparisons: int = 0
+    n_resamples: int | None = None
+    n_exact: int = 0
+    p_floor: float = 0.0
+
+    @property
+    def exact(self) -> bool:
+        """Every pair's p-value is exact (enumerated), none Monte Carlo."""
+        return bool(self.pairs) and self.n_exact == len(self.pairs) and self.test == "randomization"
+
+    @property
+    def p_floor_adjusted(self) -> float:
+        """``min(1, n_comparisons * p_floor)``."""
+        return min(1.0, self.n_comparisons * self.p_floor)
 
     def config(self, config_id: str) -> ConfigSummary:
         """Summary of one configuration."""
@@ -190,6 +261,9 @@ class Comparison:
                     wins=p.losses,
                     ties=p.ties,
                     losses=p.wins,
+                    n_resamples=p.n_resamples,
+                    exact=p.exact,
+                    p_floor=p.p_floor,
                 )
         raise KeyError((a, b))
 
@@ -346,34 +420,73 @@ def bootstrap_ci(
 # --------------------------------------------------------------------------
 # Paired tests
 # --------------------------------------------------------------------------
+def required_resamples(n_comparisons: int, alpha: float, *, resolution: float = RESOLUTION) -> int:
+    r"""Monte Carlo resamples ``R`` a Holm family of ``n_comparisons`` at level ``alpha`` needs.
+
+    The smallest Monte Carlo p-value is :math:`1/(R+1)`; Holm multiplies the
+    smallest raw p by ``m``.  ``R`` is the least integer with
+
+    .. math::
+
+        \frac{m}{R + 1} \le \frac{\alpha}{\text{resolution}},
+        \qquad R = \Bigl\lceil \frac{\text{resolution}\cdot m}{\alpha} \Bigr\rceil - 1,
+
+    so the floor times the Holm factor is at most ``alpha / resolution``
+    (``alpha / 100`` by default), and at Holm's strictest threshold
+    :math:`p = \alpha/m` the Monte Carlo estimate has relative standard error
+    :math:`\sqrt{(1-p)/(pR)} \le 1/\sqrt{\text{resolution}}` (10 %).
+    E.g. ``m = 19, alpha = 0.05``: ``R = 37_999``; ``m = 190``: ``379_999``.
+    """
+    if n_comparisons < 0:
+        raise ValueError("n_comparisons must be >= 0")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError("alpha must be in (0, 1)")
+    if resolution <= 0:
+        raise ValueError("resolution must be > 0")
+    if n_comparisons == 0:
+        return 0
+    return max(1, math.ceil(resolution * n_comparisons / alpha - 1e-9) - 1)
+
+
+def pair_seed(seed: int, a: str, b: str) -> np.random.SeedSequence:
+    """The random stream of the pair ``(a, b)``: the child of ``SeedSequence(seed)`` keyed by both config ids
+    (order-free), independent of every other pair's and of which other configs are compared."""
+    lo, hi = sorted((str(a), str(b)))
+    key = hashlib.blake2b(f"{lo}\x00{hi}".encode(), digest_size=8).digest()
+    return np.random.SeedSequence(seed, spawn_key=(int.from_bytes(key, "little"),))
+
+
 def paired_randomization_test(
     a,
     b,
     *,
-    n_resamples: int = 10_000,
-    seed: int = 0,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | np.random.SeedSequence = 0,
+    exact_limit: int = EXACT_LIMIT,
 ) -> PairedTest:
     r"""Two-sided paired randomization (sign-flip permutation) test.
 
     Under H0 the two systems are exchangeable on every query, so each
     per-query difference :math:`d_i = a_i - b_i` is equally likely to have
-    either sign.  With :math:`T = |\bar d|` observed and
-    :math:`T^*_r = |\frac1n\sum_i s_{ri} d_i|` for random signs
-    :math:`s_{ri} \in \{-1, +1\}`:
+    either sign.  Queries with :math:`d_i = 0` are dropped (their sign changes
+    no sum, so the p-value is the same); with the remaining ``n`` differences,
+    :math:`T = |\sum_i d_i|` observed and :math:`T_s = |\sum_i s_i d_i|` for
+    sign vectors :math:`s \in \{-1, +1\}^n`:
 
-    .. math::
+    * **exact**, when :math:`2^n \le \max(R, \text{exact\_limit})`: every sign
+      vector is enumerated (half of them: :math:`T_s = T_{-s}`) and
+      :math:`p = \#\{s : T_s \ge T\} / 2^n`; floor :math:`2 / 2^n`;
+    * **Monte Carlo** otherwise, over :math:`R` random sign vectors:
 
-        p = \frac{1 + \#\{r : T^*_r \ge T\}}{1 + R}
+      .. math::
 
-    (Phipson & Smyth 2010; never 0).  When :math:`2^n \le R` all :math:`2^n`
-    sign vectors are enumerated instead and the exact
-    :math:`p = \#\{s : T^*_s \ge T\} / 2^n` is returned.  ``>=`` is evaluated
-    with a relative tolerance of 1e-9 so floating-point rounding of equal
-    sums cannot undercount.
+          p = \frac{1 + \#\{r : T_r \ge T\}}{1 + R}
 
-    This is the test ranx calls ``"fisher"`` (swapping a query's two scores
-    == flipping the sign of its difference), but ranx reports ``c / R``
-    without the +1 terms.
+      (Phipson & Smyth 2010; never 0); floor :math:`1 / (R + 1)`.
+
+    ``>=`` is evaluated with a tolerance of ``1e-9 * sum |d_i|`` so
+    floating-point rounding of equal sums cannot undercount.  This is the test
+    ranx calls ``"fisher"``, but ranx reports ``c / R`` without the +1 terms.
 
     Parameters
     ----------
@@ -382,48 +495,60 @@ def paired_randomization_test(
         either is NaN are dropped.
     n_resamples : int
         Monte Carlo resamples ``R``.
-    seed : int
-        Seed for ``numpy.random.default_rng``.
+    seed : int or numpy.random.SeedSequence
+        Seed of ``numpy.random.default_rng`` (:func:`compare_configs` passes
+        each pair its own :func:`pair_seed`).
+    exact_limit : int
+        Enumerate exactly when ``2 ** n`` is at most ``max(n_resamples,
+        exact_limit)``; ``0`` enumerates only when ``2 ** n <= n_resamples``.
 
     Returns
     -------
     PairedTest
-        ``p_value`` is NaN if no paired query remains; 1.0 if all
-        differences are zero.
+        ``n`` counts every paired query (zeros included); ``p_value`` is NaN if
+        no paired query remains and 1.0 if all differences are zero;
+        ``n_resamples``, ``exact`` and ``p_floor`` describe the resolution.
     """
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
-    d = _paired_diffs(a, b)
+    d_all = _paired_diffs(a, b)
+    n_all = int(d_all.size)
+    if n_all == 0:
+        return PairedTest("randomization", 0, math.nan, math.nan, math.nan, 0, True, math.nan)
+    mean_diff = float(d_all.mean())
+    d = d_all[d_all != 0.0]  # a zero's sign changes nothing: same p-value, fewer sign vectors
     n = int(d.size)
     if n == 0:
-        return PairedTest("randomization", 0, math.nan, math.nan, math.nan, 0)
-    mean_diff = float(d.mean())
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, 1.0, 1, True, 1.0)
     observed = abs(float(d.sum()))  # compare |sums|: same ordering as |means|
     # Tolerance scaled by the magnitude of the data, so ties that differ only
     # by summation rounding still count as "at least as extreme".
-    threshold = observed - 1e-9 * max(float(np.abs(d).sum()), 1e-300)
+    threshold = observed - 1e-9 * float(np.abs(d).sum())
 
-    if n < 63 and (1 << n) <= n_resamples:
-        # Exact: enumerate every sign vector via the bits of 0..2^n-1.
-        total = 1 << n
+    if n < 63 and (1 << n) <= max(n_resamples, exact_limit):
+        # Exact: the first sign is fixed to + (T_s = T_{-s}), the other n-1 run through the bits of 0..2^(n-1)-1.
+        half = 1 << (n - 1)
         count = 0
         step = _chunk_rows(n)
-        bits = np.arange(n, dtype=np.int64)
-        for start in range(0, total, step):
-            codes = np.arange(start, min(start + step, total), dtype=np.int64)
+        bits = np.arange(n - 1, dtype=np.int64)
+        for start in range(0, half, step):
+            codes = np.arange(start, min(start + step, half), dtype=np.int64)
             signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
-            count += int(np.count_nonzero(np.abs(signs @ d) >= threshold))
-        return PairedTest("randomization", n, mean_diff, mean_diff, count / total, total)
+            count += int(np.count_nonzero(np.abs(d[0] + signs @ d[1:]) >= threshold))
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, count / half, 1 << n, True, 1.0 / half)
 
     rng = np.random.default_rng(seed)
     count = 0
     step = _chunk_rows(n)
+    total = float(d.sum())
     for start in range(0, n_resamples, step):
         rows = min(step, n_resamples - start)
-        signs = rng.choice(np.array([-1.0, 1.0]), size=(rows, n))
-        count += int(np.count_nonzero(np.abs(signs @ d) >= threshold))
+        flips = rng.integers(0, 2, size=(rows, n), dtype=np.int8)  # 1 = flip the sign
+        sums = total - 2.0 * (flips.astype(np.float64) @ d)
+        count += int(np.count_nonzero(np.abs(sums) >= threshold))
     p = (count + 1) / (n_resamples + 1)
-    return PairedTest("randomization", n, mean_diff, mean_diff, float(p), n_resamples)
+    return PairedTest("randomization", n_all, mean_diff, mean_diff, float(p), n_resamples, False,
+                      1.0 / (n_resamples + 1))
 
 
 def paired_t_test(a, b) -> PairedTest:
@@ -498,11 +623,13 @@ def compare_configs(
     *,
     test: Literal["randomization", "student"] = "randomization",
     alpha: float = 0.05,
-    n_resamples: int = 10_000,
+    n_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     confidence: float = 0.95,
+    pairs: Literal["vs_best", "all"] = "vs_best",
+    exact_limit: int = EXACT_LIMIT,
 ) -> Comparison:
-    """Compare every configuration against every other on one measure.
+    """Compare configurations on one measure: each against the best (default) or every pair.
 
     Parameters
     ----------
@@ -518,13 +645,22 @@ def compare_configs(
     alpha : float
         FWER level for the Holm-adjusted p-values.
     n_resamples : int
-        Resamples for the bootstrap CIs and the randomization test.
+        Bootstrap resamples of the CIs, and the *minimum* Monte Carlo
+        resamples of the randomization test: the test uses
+        ``R = max(n_resamples, required_resamples(m, alpha))`` for a family of
+        ``m`` pairs (see the module docstring).
     seed : int
-        Same seed for every config's bootstrap and every pair's test, so a
-        pair's raw p-value does not depend on which other configs are in the
-        grid.
+        Seed of every config's bootstrap; each pair's randomization stream is
+        :func:`pair_seed` ``(seed, a, b)``: independent of the others.
     confidence : float
         Coverage of the per-config bootstrap CIs.
+    pairs : {"vs_best", "all"}
+        ``"vs_best"``: each config against the best (``m = configs - 1``
+        comparisons, what "tied with the best" needs); ``"all"``: every
+        unordered pair (``m = k (k - 1) / 2``, more corrections).
+    exact_limit : int
+        Passed to :func:`paired_randomization_test`: enumerate exactly when
+        ``2 ** n_nonzero <= max(R, exact_limit)``.
 
     Returns
     -------
@@ -532,19 +668,25 @@ def compare_configs(
         * ``configs``: sorted by ``config_id``; mean, CI, ``n`` (non-NaN
           queries) and ``n_unlabelled`` (NaN/null values present for that
           config).
-        * ``pairs``: every unordered pair ``(a, b)`` with ``a < b``; ``mean_diff``
-          is ``mean(a - b)`` over queries where both are non-NaN (a query
-          missing from one config is treated as NaN); Holm adjustment is over
-          all pairs; ``significant`` is ``p_adjusted < alpha``.
         * ``best``: highest mean (ties -> first ``config_id``; configs with no
           scored query are skipped).
+        * ``pairs``: the compared pairs ``(a, b)`` with ``a < b`` (use
+          :meth:`Comparison.pair` for either orientation); ``mean_diff`` is
+          ``mean(a - b)`` over queries where both are non-NaN (a query missing
+          from one config is treated as NaN); Holm adjustment is over the
+          compared pairs; ``significant`` is ``p_adjusted < alpha``.
         * ``tied_with_best``: ``best`` plus every config whose Holm-adjusted
           p-value against ``best`` is ``>= alpha`` or NaN (not distinguishable,
           e.g. fewer than 2 paired queries for the t-test), ordered by mean
           descending; configs with no scored query are never included.
+        * ``n_comparisons``, ``n_resamples``, ``n_exact``, ``p_floor`` (and the
+          properties ``exact``, ``p_floor_adjusted``): the resolution of the
+          p-values, for the report (see :class:`Comparison`).
     """
     if test not in ("randomization", "student"):
         raise ValueError(f"unknown test {test!r}; use 'randomization' or 'student'")
+    if pairs not in ("vs_best", "all"):
+        raise ValueError(f"unknown pairs {pairs!r}; use 'vs_best' or 'all'")
     if not 0.0 < alpha < 1.0:
         raise ValueError("alpha must be in (0, 1)")
     missing = {"config_id", "query_id", "measure", "value"} - set(per_query.columns)
@@ -569,6 +711,7 @@ def compare_configs(
     configs = sorted(df.get_column("config_id").unique().to_list())
     queries = sorted(df.get_column("query_id").unique().to_list())
     q_index = {q: i for i, q in enumerate(queries)}
+    c_index = {c: i for i, c in enumerate(configs)}
 
     # Dense (config x query) matrix; absent rows stay NaN so pairing drops them.
     matrix = np.full((len(configs), len(queries)), np.nan)
@@ -585,20 +728,33 @@ def compare_configs(
         ci_res = bootstrap_ci(matrix[ci], n_resamples=n_resamples, confidence=confidence, seed=seed)
         summaries.append(ConfigSummary(cfg, ci_res.mean, ci_res, ci_res.n, n_unlabelled[cfg]))
 
+    scored = [s for s in summaries if s.n > 0]
+    if not scored:
+        raise ValueError(f"no config has a non-NaN value for measure {measure!r}")
+    # max() keeps the first maximum, i.e. the smallest config_id on ties.
+    best = max(scored, key=lambda s: s.mean).config_id
+
+    if pairs == "all":
+        compared = [(configs[i], configs[j]) for i, j in combinations(range(len(configs)), 2)]
+    else:
+        compared = [tuple(sorted((best, c))) for c in configs if c != best]
+    resamples = max(n_resamples, required_resamples(len(compared), alpha)) if test == "randomization" else None
+
     raw: dict[tuple[str, str], PairedTest] = {}
-    for i, j in combinations(range(len(configs)), 2):
+    for ca, cb in compared:
+        x, y = matrix[c_index[ca]], matrix[c_index[cb]]
         if test == "student":
-            res = paired_t_test(matrix[i], matrix[j])
+            raw[(ca, cb)] = paired_t_test(x, y)
         else:
-            res = paired_randomization_test(matrix[i], matrix[j], n_resamples=n_resamples, seed=seed)
-        raw[(configs[i], configs[j])] = res
+            raw[(ca, cb)] = paired_randomization_test(x, y, n_resamples=resamples, seed=pair_seed(seed, ca, cb),
+                                                      exact_limit=exact_limit)
     adjusted = holm_correction({k: v.p_value for k, v in raw.items()})
 
-    pairs = []
+    results = []
     for (ca, cb), res in raw.items():
-        d = _paired_diffs(matrix[configs.index(ca)], matrix[configs.index(cb)])
+        d = _paired_diffs(matrix[c_index[ca]], matrix[c_index[cb]])
         p_adj = adjusted[(ca, cb)]
-        pairs.append(
+        results.append(
             PairComparison(
                 config_a=ca,
                 config_b=cb,
@@ -610,18 +766,14 @@ def compare_configs(
                 wins=int(np.count_nonzero(d > TIE_TOLERANCE)),
                 ties=int(np.count_nonzero(np.abs(d) <= TIE_TOLERANCE)),
                 losses=int(np.count_nonzero(d < -TIE_TOLERANCE)),
+                n_resamples=res.n_resamples,
+                exact=res.exact,
+                p_floor=res.p_floor,
             )
         )
 
-    scored = [s for s in summaries if s.n > 0]
-    if not scored:
-        raise ValueError(f"no config has a non-NaN value for measure {measure!r}")
-    # max() keeps the first maximum, i.e. the smallest config_id on ties.
-    best = max(scored, key=lambda s: s.mean).config_id
-
     def _adj_vs_best(cfg: str) -> float:
-        key = (best, cfg) if (best, cfg) in adjusted else (cfg, best)
-        return adjusted[key]
+        return adjusted[tuple(sorted((best, cfg)))]
 
     tied = [best] + [
         s.config_id
@@ -634,12 +786,18 @@ def compare_configs(
     # Stable sort: best first (it has the max mean), then by mean descending.
     tied.sort(key=lambda c: -mean_of[c] if not math.isnan(mean_of[c]) else math.inf)
 
+    tested = [r for r in raw.values() if not math.isnan(r.p_value)]
     return Comparison(
         measure=measure,
         test=test,
         alpha=alpha,
         configs=tuple(summaries),
-        pairs=tuple(pairs),
+        pairs=tuple(results),
         best=best,
         tied_with_best=tuple(tied),
+        pairs_compared=pairs,
+        n_comparisons=len(tested),
+        n_resamples=resamples,
+        n_exact=sum(1 for r in tested if r.exact) if test == "randomization" else 0,
+        p_floor=1.0 / (resamples + 1) if resamples is not None else 0.0,
     )

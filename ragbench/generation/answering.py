@@ -291,11 +291,12 @@ def _retrieval_recall(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.Data
         pq = span_metrics(chunk_run, chunks, dataset.spans, [k], query_ids=list(query_ids))
         vals = pq.filter(pl.col("measure") == f"span_recall@{k}")["value"].drop_nans()
         return "span_recall", float(vals.mean()) if vals.len() else math.nan
+    # the documents of the top-k chunks number at most k, so recall@k over them is their coverage
+    from ragbench.core.schemas import canonical_order
     from ragbench.evaluation.judging import document_run
     from ragbench.evaluation.metrics import Measure, aggregate, evaluate_per_query
 
-    # the documents of the top-k chunks number at most k, so recall@k over them is their coverage
-    docs = document_run(chunk_run.filter(pl.col("rank") <= k))
+    docs = document_run(canonical_order(chunk_run).filter(pl.col("rank") <= k))  # the top k in the judged order
     mean = aggregate(evaluate_per_query(docs, dataset.qrels, list(query_ids), [Measure("recall", k)]))["mean"]
     return "doc_recall", float(mean[0]) if mean.len() and mean[0] is not None else math.nan
 

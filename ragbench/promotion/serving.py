@@ -1,5 +1,7 @@
 """Serving: a stored configuration answering new queries, the same way the sweep evaluated it.
 
+Results are in :func:`~ragbench.core.schemas.canonical_order`, the order the sweep judged (trec_eval's tie rule).
+
 A configuration is the ``spec`` dict stored in ``configs.spec_json`` (chunker, embedder, retriever, index). Its
 chunks come from the content-addressed chunk cache (key = dataset fingerprint + chunker spec, as in
 :func:`ragbench.sweep.orchestrator.chunk_stage`); a dense configuration searches the Qdrant collection the sweep built
@@ -23,6 +25,7 @@ from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promo
 from ragbench.config import CHUNKERS, RETRIEVERS, DatasetSpec, EmbedderSpec, IndexSpec, RunConfig
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.errors import RagbenchError
+from ragbench.core.schemas import canonical_order
 from ragbench.core.settings import Settings
 
 #: Columns of :meth:`ProductionRetriever.search`: one row per (query, rank), best first.
@@ -193,7 +196,8 @@ class ProductionRetriever:
         texts = out.judged_chunks.select("chunk_id", "text")
         named = pl.DataFrame({"query_index": range(len(queries)), "query": queries},
                              schema={"query_index": pl.Int64, "query": pl.String})
-        return (out.run.filter(pl.col("rank") <= k).join(texts, on="chunk_id", how="left")
+        run = canonical_order(out.run)  # retrieve() already returns it so; the rule is stated here
+        return (run.filter(pl.col("rank") <= k).join(texts, on="chunk_id", how="left")
                 .with_columns(pl.col("query_id").cast(pl.Int64).alias("query_index"))
                 .join(named, on="query_index", how="left")
                 .sort(["query_index", "rank"])
@@ -201,14 +205,18 @@ class ProductionRetriever:
                 .cast(RESULT_SCHEMA))
 
     def search_documents(self, queries: list[str], k: int = 10) -> pl.DataFrame:
-        """Top ``k`` *documents* per query: a document ranks where its best chunk ranks (as the sweep judges).
+        """Top ``k`` *documents* per query, ordered exactly as the sweep judges them
+        (:func:`ragbench.evaluation.judging.document_run`): a document scores its best chunk and documents are in
+        trec_eval's order (score descending as 32-bit floats, ties by ``doc_id`` descending).
 
-        Searches the config's full depth of chunks, keeps each document's first chunk, then cuts at ``k``.
+        Searches the config's full depth of chunks, keeps each document's best chunk (its row: ``chunk_id``,
+        ``text``), then cuts at ``k``.
         """
+        from ragbench.evaluation.judging import best_chunk_per_document
+
         chunks = self.search(queries, max(k, self.depth))
-        return (chunks.unique(subset=["query_index", "doc_id"], keep="first", maintain_order=True)
-                .with_columns(pl.int_range(1, pl.len() + 1, dtype=pl.Int32).over("query_index").alias("rank"))
-                .filter(pl.col("rank") <= k))
+        docs = best_chunk_per_document(chunks, query="query_index")
+        return docs.filter(pl.col("rank") <= k).sort(["query_index", "rank"]).select(list(RESULT_SCHEMA))
 
     def close(self) -> None:
         if self._index is not None:

@@ -14,6 +14,9 @@ lists must rank chunks of the same chunk table. A chunk missing from a list cont
   A list whose scores for a query are all equal (one hit, or ties only) normalises to 1.0 for each of its hits.
 
 Ties of the fused score are broken deterministically: best (smallest) individual rank first, then ``chunk_id``.
+This order is the fusion's own; :func:`ragbench.retrieval.pipeline.retrieve` (and the hybrid retriever, before its
+depth cut) re-sorts every run into :func:`~ragbench.core.schemas.canonical_order`, trec_eval's rule, which is the
+order that is judged and served.
 
 **Zero-score BM25 hits.** :class:`ragbench.retrieval.bm25.BM25Index` already drops hits scoring 0 (no query term
 matched), and fusion expects that: a zero-score hit carries no evidence but would still earn ``w / (k + rank)``.

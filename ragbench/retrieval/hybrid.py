@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 import polars as pl
 from pydantic import Field, model_validator
 
+from ragbench.core.schemas import canonical_order
 from ragbench.data.dataset import Dataset
 from ragbench.embedding.embed import model_key
 from ragbench.retrieval.base import RETRIEVERS, DenseSearch, Filters, RetrievalResources, RetrieverSpec, run_from_hits
@@ -60,9 +61,13 @@ class HybridRetriever(RetrieverSpec):
                                 self.dense.hnsw_ef, filters.index_filter)
             lexical = pool.submit(bm25_run, ds, res, self.bm25, self.bm25.depth, filters.bm25_mask)
             runs = [dense.result(), lexical.result()]
+        # fuse everything, then cut at depth in the canonical order (trec_eval's tie rule), so tied chunks at the
+        # depth boundary are chosen by the same rule that judges them
         if self.fusion == "rrf":
-            return rrf(runs, weights=self.weights, k=self.k, depth=self.depth)
-        return convex(runs, weights=self.weights, depth=self.depth)
+            fused = rrf(runs, weights=self.weights, k=self.k, depth=None)
+        else:
+            fused = convex(runs, weights=self.weights, depth=None)
+        return canonical_order(fused).filter(pl.col("rank") <= self.depth)
 
     def describe(self) -> str:
         w = "" if tuple(self.weights) == (1.0, 1.0) else f",w={self.weights[0]:g}/{self.weights[1]:g}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ragbench.core.schemas import canonical_order
 from ragbench.data.dataset import Dataset
 from ragbench.index.filters import allowed_doc_ids, bm25_weight_mask, check_fields, filtered_shortfall, index_filter
 from ragbench.retrieval.base import Filters, RetrievalResources, RetrieverSpec
@@ -51,12 +52,16 @@ def _reranker(res: RetrievalResources, spec: RerankSpec):
 
 
 def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10) -> RetrievalOutput:
-    """Run one config end to end and time it (first stage + rerank; small-to-big is bookkeeping)."""
+    """Run one config end to end and time it (first stage + rerank; small-to-big is bookkeeping).
+
+    Every run it returns (and the first-stage run the reranker reads) is in
+    :func:`~ragbench.core.schemas.canonical_order` (trec_eval's tie rule: score descending as 32-bit floats, ties
+    by ``chunk_id`` descending), so stored rankings, served results and judged results share one order."""
     r = cfg.retriever
     if r.filter:
         check_fields(ds.corpus, r.filter)
     t0 = time.perf_counter()
-    run = first_stage(cfg, ds, res, r.filter)
+    run = canonical_order(first_stage(cfg, ds, res, r.filter))
     first = run
     metrics: dict[str, float] = {}
     tables: dict[str, pl.DataFrame] = {}
@@ -75,6 +80,7 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
                                max_level=r.parents.max_level, align=r.parents.align)
         run = small_to_big(run, parents)
         judged = parent_chunks(parents)
+    run = canonical_order(run)
     unfiltered = None
     if r.filter:
         qids = ds.queries["query_id"].to_list()
@@ -82,5 +88,5 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
         metrics[f"filter_shortfall_queries@{diagnostics_k}"] = float(short["shortfall"].sum())
         metrics["filter_returned_mean"] = float(short["returned"].mean()) if short.height else 0.0
         tables["filter_shortfall.parquet"] = short
-        unfiltered = first_stage(cfg, ds, res, None)
+        unfiltered = canonical_order(first_stage(cfg, ds, res, None))
     return RetrievalOutput(run, judged, seconds, metrics, tables, first, unfiltered)
