@@ -96,6 +96,10 @@ def mlflow_on_postgres(postgres, tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         raise AssertionError("mlflow server on PostgreSQL did not become healthy in 240 s")
     yield url
+    import mlflow
+
+    mlflow.set_tracking_uri(None)  # promote points the fluent API at the server: do not leave it to later tests
+    mlflow.set_registry_uri(None)
     os.killpg(proc.pid, signal.SIGINT)
     try:
         proc.wait(timeout=30)

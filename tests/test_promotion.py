@@ -137,6 +137,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     import pandas as pd
 
     mlflow.set_tracking_uri(default_tracking_uri(Settings(home=home)))
+    mlflow.set_registry_uri(default_tracking_uri(Settings(home=home)))  # an earlier test may have left another
     model = mlflow.pyfunc.load_model("models:/ragbench-retriever@production")
     out = model.predict(pd.DataFrame({"query": ["How do I fix error NMB-5021?", "What is the default value of "
                                                 "queue.max_inflight_bytes?"]}))

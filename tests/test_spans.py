@@ -104,7 +104,7 @@ def test_span_metrics_equal_a_character_set_oracle():
     rng = np.random.default_rng(0)
     ids = [c for c, *_ in CHUNKS]
     for trial in range(40):
-        rows, sp = [], []
+        sp = []
         for _ in range(int(rng.integers(1, 5))):
             d = str(rng.choice(["A", "B"]))
             s0 = int(rng.integers(0, len(DOCS[d]) - 1))

@@ -24,6 +24,11 @@ datasets_app = typer.Typer(help="Inspect and validate datasets.", no_args_is_hel
 app.add_typer(datasets_app, name="datasets")
 
 
+class TaskRunner(str, Enum):
+    local = "local"
+    dask = "dask"
+
+
 class Orchestrator(str, Enum):
     prefect = "prefect"
     local = "local"
@@ -45,6 +50,12 @@ def sweep(
     home: Annotated[Optional[Path], typer.Option(help="results/cache folder (overrides the config and "
                                                       "$RAGBENCH_HOME)")] = None,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first failing config")] = False,
+    task_runner: Annotated[TaskRunner, typer.Option(help="where embedding shards run: local (this process) or "
+                                                         "dask (a Dask cluster; the home must be on a volume "
+                                                         "every worker sees)")] = TaskRunner.local,
+    workers: Annotated[int, typer.Option(help="Dask worker processes of a new local cluster", min=1)] = 2,
+    address: Annotated[Optional[str], typer.Option(help="an existing Dask scheduler (tcp://host:8786) instead of "
+                                                        "a local cluster")] = None,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
@@ -53,6 +64,7 @@ def sweep(
     """
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
+    from ragbench.core.workers import open_workers
     from ragbench.reporting.terminal import json_lines, leaderboard_table
     from ragbench.sweep import preflight, sweep_settings
 
@@ -60,17 +72,22 @@ def sweep(
         cfg = load_config(config)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         preflight(cfg, settings)
-        if orchestrator is Orchestrator.prefect:
-            from flows.settings import configure_prefect
+        pool = open_workers(task_runner.value, workers, address) if task_runner is TaskRunner.dask else None
+        try:
+            if orchestrator is Orchestrator.prefect:
+                from flows.settings import configure_prefect
 
-            configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
-            from flows.sweep import sweep_flow
+                configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
+                from flows.sweep import sweep_flow
 
-            result = sweep_flow(str(config), home=str(settings.home))
-        else:
-            from ragbench.sweep import run_sweep
+                result = sweep_flow(str(config), home=str(settings.home), workers=pool)
+            else:
+                from ragbench.sweep import run_sweep
 
-            result = run_sweep(cfg, settings, fail_fast=fail_fast)
+                result = run_sweep(cfg, settings, fail_fast=fail_fast, workers=pool)
+        finally:
+            if pool is not None:
+                pool.close()
     except RagbenchError as e:
         _fail(e)
     if json_out:

@@ -6,6 +6,8 @@ weights revision, so changing only retrieval settings (k, fusion, reranking) nev
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -15,6 +17,7 @@ from ragbench.core.hashing import text_hash
 from ragbench.core.models import load_sentence_transformer, resolve_device, resolve_model
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
+from ragbench.core.workers import InProcess, Workers, chunked
 from ragbench.embedding.spec import EmbedderSpec
 
 Role = Literal["query", "document"]
@@ -27,12 +30,15 @@ def model_key(spec: EmbedderSpec) -> str:
 
 
 def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache, segment_rows: int = 512,
-                return_vectors: bool = True, reserve_bytes: int = 200 * 1024 * 1024) -> tuple[np.ndarray | None, EmbedStats]:
+                return_vectors: bool = True, reserve_bytes: int = 200 * 1024 * 1024,
+                workers: Workers | None = None) -> tuple[np.ndarray | None, EmbedStats]:
     """Vectors for ``texts`` (row i for text i), computing only what the cache lacks.
 
-    Missing texts are de-duplicated, sorted by length (less padding per batch), encoded in segments of
-    ``segment_rows`` and each segment is stored as soon as it is done, so an interrupted run resumes where it died.
-    With ``return_vectors=False`` nothing is held in memory beyond one segment (the index streams from the cache).
+    Missing texts are de-duplicated, sorted by length (less padding per batch), cut into segments of
+    ``segment_rows`` and each segment is encoded and stored as soon as it is done, so an interrupted run resumes
+    where it died. Segments are grouped into shards that run on ``workers`` (here by default; a Dask cluster
+    scales out): the same segments, encoded the same way, wherever they run. With ``return_vectors=False``
+    nothing is held in memory beyond one segment (the index streams from the cache).
     """
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
     key = model_key(spec)
@@ -43,16 +49,11 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
     if missing:
         ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts",
                           reserve_bytes=reserve_bytes)
-        device = resolve_device(spec.device)
-        model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
-        batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
+        segments = [(seg, [unique[h] for h in seg]) for seg in chunked(missing, segment_rows)]
+        per_shard = 1 if workers is None or isinstance(workers, InProcess) else 2
+        shards = [EmbedShard(spec, role, key, cache.root.parent, group) for group in chunked(segments, per_shard)]
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
-            for i in range(0, len(missing), segment_rows):
-                seg = missing[i:i + segment_rows]
-                vecs = model.encode([unique[h] for h in seg], prompt=prompt or None, batch_size=batch_size,
-                                    convert_to_numpy=True, show_progress_bar=False)
-                cache.append(key, role, seg, vecs)
-                advance(len(seg))
+            (workers or InProcess()).map(embed_shard, shards, on_done=advance)
     stats = EmbedStats(requested=len(texts), unique=len(unique), cached=len(unique) - len(missing),
                        computed=len(missing))
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
@@ -60,3 +61,32 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
     if not return_vectors:
         return None, stats
     return cache.fetch(key, role, hashes), stats
+
+
+@dataclass(frozen=True)
+class EmbedShard:
+    """Segments ``(hashes, texts)`` of one model and role, to encode and store in the cache under ``cache_root``."""
+
+    spec: EmbedderSpec
+    role: str
+    key: str
+    cache_root: Path
+    segments: list[tuple[list[str], list[str]]]
+
+
+def embed_shard(shard: EmbedShard) -> int:
+    """Encode each segment of ``shard`` and append it to the cache (one atomic segment file each); returns the
+    number of texts. The model is loaded once per process and reused by every later shard."""
+    spec = shard.spec
+    prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
+    device = resolve_device(spec.device)
+    model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
+    batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
+    cache = VectorCache(shard.cache_root)
+    done = 0
+    for hashes, texts in shard.segments:
+        vecs = model.encode(texts, prompt=prompt or None, batch_size=batch_size, convert_to_numpy=True,
+                            show_progress_bar=False)
+        cache.append(shard.key, shard.role, hashes, vecs)
+        done += len(hashes)
+    return done

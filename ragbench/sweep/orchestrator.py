@@ -27,6 +27,7 @@ from ragbench.core.models import configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.redact import redact
 from ragbench.core.settings import Settings
+from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts
 from ragbench.evaluation.metrics import measures_from_spec
@@ -61,8 +62,11 @@ def experiment_name(cfg: SweepConfig) -> str:
 
 
 def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: StageRunner | None = None,
-              home: Path | str | None = None, fail_fast: bool = False) -> SweepResult:
+              home: Path | str | None = None, fail_fast: bool = False, workers: Workers | None = None) -> SweepResult:
     """Run (or resume) a sweep and return what every config scored.
+
+    ``workers`` runs the embedding shards (default: here, one after another; a :class:`DaskWorkers` spreads them
+    over a Dask cluster, with the same vectors in the same cache).
 
     A sweep of the same spec on the same data that did not finish is resumed: configs already stored are skipped,
     chunks and vectors come from the cache. A config that raises is recorded as failed; the others go on. Two
@@ -79,7 +83,7 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: Sta
     ds = replace(ds, queries=assign_classes(ds.queries, qc.rules, qc.default, qc.override).select(ds.queries.columns))
     spec_hash = stable_hash(cfg.canonical())
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
-        return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast).run()
+        return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast, workers).run()
 
 
 class _Sweep:
@@ -87,8 +91,9 @@ class _Sweep:
     built lazily, once, and shared by every config that needs them."""
 
     def __init__(self, cfg: SweepConfig, ds: Dataset, settings: Settings, runner: StageRunner, spec_hash: str,
-                 fail_fast: bool):
+                 fail_fast: bool, workers: Workers | None = None):
         self.cfg, self.ds, self.settings, self.runner, self.fail_fast = cfg, ds, settings, runner, fail_fast
+        self.workers = workers
         self.home = Path(settings.home)
         self.spec_hash = spec_hash
         self.evaluation = EvaluationSpec.of(cfg)
@@ -225,7 +230,7 @@ class _Sweep:
             try:  # a failure here fails every config on this (chunker, embedder) alike, without retrying it
                 self.embed_stats.append(self.runner.run(
                     f"embed-docs-{emb.label}", embed_documents_stage, plan.chunks, emb, self.vector_cache,
-                    s.embed_segment_rows, s.min_free_bytes))
+                    s.embed_segment_rows, s.min_free_bytes, self.workers))
                 plan.collections[emb.spec_id] = self._index(chunker, run_config, plan.chunks, sparse=False)
             except Exception as e:
                 plan.collections[emb.spec_id] = e

@@ -17,6 +17,7 @@ from ragbench.core.errors import DatasetError
 from ragbench.core.models import resolve_device, resolve_model
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.core.workers import Workers
 from ragbench.data.dataset import Dataset
 from ragbench.embedding.embed import embed_texts
 from ragbench.evaluation.judging import document_run
@@ -56,10 +57,11 @@ def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.Data
 
 
 def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache, segment_rows: int = 512,
-                          reserve_bytes: int = 200 * 1024 * 1024) -> EmbedStats:
-    """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them)."""
+                          reserve_bytes: int = 200 * 1024 * 1024, workers: Workers | None = None) -> EmbedStats:
+    """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them), in shards
+    on ``workers`` (here by default)."""
     return embed_texts(chunks["index_text"].to_list(), embedder, "document", cache, segment_rows=segment_rows,
-                       return_vectors=False, reserve_bytes=reserve_bytes)[1]
+                       return_vectors=False, reserve_bytes=reserve_bytes, workers=workers)[1]
 
 
 def context_tokenizer(cfg: RunConfig) -> str:
