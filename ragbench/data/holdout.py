@@ -8,8 +8,8 @@ choice never saw.
 
 The split is seeded and stratified by query class: in each class the labelled queries are ordered by a hash of
 ``(seed, query id)`` and the first ones held out, the counts rounded by largest remainder so the total is
-``round(holdout * labelled)``. Ordering by hash rather than shuffling keeps a query on its side when questions are
-added or reordered. Unlabelled queries stay in the tuning set (they are counted there, never scored).
+``round(holdout * labelled)``. Ordering by hash rather than shuffling makes the split independent of file order and
+keeps most queries on their side when questions are added. Unlabelled queries stay in the tuning set (they are counted there, never scored).
 """
 
 from __future__ import annotations
