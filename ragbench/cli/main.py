@@ -156,28 +156,129 @@ def sync_mlflow_cmd(
     console.print(f"uploaded {n} config run(s) to MLflow")
 
 
+def _folder_table(scan) -> Table:
+    t = Table(title=f"files in {scan.root}", title_justify="left")
+    for c in ("type", "files", "documents", "skipped"):
+        t.add_column(c, justify="left" if c == "type" else "right")
+    for suffix, n in scan.by_type().items():
+        t.add_row(suffix, str(n["files"]), str(n["documents"]), str(n["skipped"]))
+    return t
+
+
+def _spec_for(path: Path, split: str, questions: Optional[Path], holdout: Optional[float], include: list[str],
+              exclude: list[str]):
+    """The dataset spec ``datasets validate`` checks: a sweep config's dataset, a SQuAD file, a BEIR folder (it has
+    corpus.jsonl) or a folder of documents."""
+    from ragbench.config import DatasetSpec, load_config
+
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return load_config(path).dataset
+    if path.suffix == ".json":
+        return DatasetSpec(path=path, split=split, format="squad", queries="all", holdout=holdout)
+    if path.is_dir() and not (path / "corpus.jsonl").is_file():
+        return DatasetSpec(path=path, format="folder", questions=questions, include=tuple(include),
+                           exclude=tuple(exclude), queries="all", holdout=holdout)
+    return DatasetSpec(path=path, split=split, format="beir", queries="all", holdout=holdout)
+
+
+_INCLUDE = typer.Option(help="folder datasets: glob of files to read (repeat it); default every file")
+_EXCLUDE = typer.Option(help="folder datasets: glob of files to leave out (repeat it)")
+
+
 @datasets_app.command("validate")
 def datasets_validate(
-    path: Annotated[Path, typer.Argument(help="dataset folder (BEIR layout) or SQuAD JSON file")],
-    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+    path: Annotated[Path, typer.Argument(help="a folder of documents, a BEIR folder, a SQuAD JSON file, or a sweep "
+                                              "YAML (its dataset)")],
+    split: Annotated[str, typer.Option(help="qrels split (BEIR, SQuAD)")] = "test",
+    questions: Annotated[Optional[Path], typer.Option(help="folder datasets: the questions file (default "
+                                                           "questions.csv/.jsonl/.yaml in the folder)")] = None,
+    holdout: Annotated[Optional[float], typer.Option(help="check that this held-out share can be split off")] = None,
+    include: Annotated[list[str], _INCLUDE] = [],  # noqa: B006 - typer reads the default
+    exclude: Annotated[list[str], _EXCLUDE] = [],  # noqa: B006
+    home: Annotated[Optional[Path], typer.Option(help="ragbench home whose cache keeps converted documents")] = None,
 ) -> None:
-    """Load a dataset with full validation and print its summary (errors name file and line)."""
-    from ragbench.config import DatasetSpec
-    from ragbench.data import load_dataset
+    """Load a dataset with full validation and print its summary. Every problem is listed at once, each naming its
+    file and line; files that cannot be read are skipped with a warning. Exit code 2 when the labels are invalid."""
+    from pydantic import ValidationError
 
-    fmt = "squad" if path.suffix == ".json" else "beir"
+    from ragbench.core.settings import Settings
+    from ragbench.data import holdout_split, load_dataset
+    from ragbench.data.folder import folder_dataset
+
+    scan = None
     try:
-        ds = load_dataset(DatasetSpec(path=path, split=split, format=fmt, queries="all"))
+        spec = _spec_for(path, split, questions, holdout, include, exclude)
+        cache = Settings.from_env(home=home).home / "cache"
+        if spec.format == "folder":
+            ds, scan = folder_dataset(spec, cache)
+        else:
+            ds = load_dataset(spec, cache)
+        split_line = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.seed).describe() \
+            if spec.holdout is not None else None
+    except ValidationError as e:
+        _fail(ValueError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())))
     except RagbenchError as e:
         _fail(e)
+    if scan is not None:
+        console.print(_folder_table(scan))
     t = Table(title=f"{path}")
     t.add_column("property")
     t.add_column("value", justify="right")
     for k, v in ds.summary().items():
         t.add_row(k, str(v))
     console.print(t)
+    if split_line:
+        console.print(split_line)
     for w in ds.warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+
+
+@datasets_app.command("init")
+def datasets_init(
+    path: Annotated[Path, typer.Argument(help="the folder of documents")],
+    questions: Annotated[str, typer.Option(help="name of the questions template to write in the folder "
+                                                "(.csv, .jsonl or .yaml)")] = "questions.csv",
+    include: Annotated[list[str], _INCLUDE] = [],  # noqa: B006
+    exclude: Annotated[list[str], _EXCLUDE] = [],  # noqa: B006
+    tokenizer: Annotated[str, typer.Option(help="tokenizer that counts tokens")] = "all-MiniLM-L6-v2",
+    home: Annotated[Optional[Path], typer.Option(help="ragbench home whose cache keeps converted documents")] = None,
+) -> None:
+    """Scan a folder of documents: convert every file (cached for the sweep), print what was found — files by type,
+    files that could not be read and why, total tokens — and write a questions template with two example rows
+    (an existing questions file is left as it is)."""
+    from ragbench.core.models import count_tokens
+    from ragbench.core.settings import Settings
+    from ragbench.data.folder import scan_folder
+    from ragbench.data.questions import SUFFIXES, find_questions_file, write_template
+
+    if Path(questions).suffix.lower() not in SUFFIXES:
+        _fail(ValueError(f"--questions {questions}: a questions file is {', '.join(SUFFIXES)}"))
+    target = path / questions
+    existing = find_questions_file(path) if path.is_dir() else None
+    try:
+        scan = scan_folder(path, tuple(include), tuple(exclude), cache_root=Settings.from_env(home=home).home /
+                           "cache", questions=existing or target)
+    except RagbenchError as e:
+        _fail(e)
+    stdout.print(_folder_table(scan))
+    for w in scan.warnings():
+        stdout.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    texts = [d.text for d in scan.documents]
+    try:
+        tokens, unit = sum(count_tokens(texts, tokenizer)), f"tokens ({tokenizer})"
+    except RagbenchError:  # no tokenizer offline: words still say how big the folder is
+        tokens, unit = sum(len(t.split()) for t in texts), "words"
+    stdout.print(f"{len(scan.documents)} documents, {sum(len(t) for t in texts):,} characters, {tokens:,} {unit}; "
+                 f"{len(scan.skipped)} file(s) skipped")
+    if existing is not None:
+        stdout.print(f"questions file {existing} exists: left as it is")
+    else:
+        write_template(target, {d.doc_id: d.text for d in scan.documents},
+                       {d.doc_id: d.title for d in scan.documents})
+        stdout.print(f"wrote {target}: columns question, doc, quote, answer, class (and optional id, relevance); "
+                     "replace the two example rows with your questions")
+    stdout.print(f"next: fill in the questions, then `ragbench datasets validate {path}`, then sweep with\n"
+                 f"  dataset: {{format: folder, path: {path}}}")
 
 
 @datasets_app.command("list")

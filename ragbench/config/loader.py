@@ -2,7 +2,8 @@
 
 Beyond the specs' own validation, a sweep file is refused when a key is given twice in one mapping (YAML would keep
 the last silently), when the same chunker, embedder or retriever is listed twice (it would be evaluated and shown
-twice), and when ``metrics.primary`` or ``metrics.show`` names a measure the sweep does not compute.
+twice), and when ``metrics.primary`` or ``metrics.show`` names a measure the sweep does not compute (``show`` may
+name ``heldout/<measure>`` when the dataset has a ``holdout``; ``primary`` never: configs rank on the tuning set).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 
 from ragbench.config.sweep import SweepConfig
 from ragbench.core.errors import ConfigError
+from ragbench.data.holdout import HELDOUT_PREFIX
 
 
 def _yaml_line(root: yaml.Node | None, loc: tuple) -> int | None:
@@ -83,6 +85,16 @@ def _semantic_errors(cfg: SweepConfig, root: yaml.Node, path: Path) -> list[str]
     computed = computed_measures(cfg)
 
     def unknown(name: str, where: tuple, per_query: bool) -> None:
+        if name.startswith(HELDOUT_PREFIX):
+            if per_query:  # ranking on the held-out set would make it one more tuning set
+                errors.append(f"{path}:{_yaml_line(root, where)}: {'.'.join(map(str, where))}: {name!r}: configs "
+                              f"are ranked on the tuning queries; name the measure without {HELDOUT_PREFIX!r}")
+                return
+            if cfg.dataset.holdout is None:
+                errors.append(f"{path}:{_yaml_line(root, where)}: {'.'.join(map(str, where))}: {name!r} needs "
+                              "dataset.holdout (there is no held-out set)")
+                return
+            name = name[len(HELDOUT_PREFIX):]
         if name in computed or (not per_query and name.startswith(SHOWABLE_PREFIXES)):
             return
         close = difflib.get_close_matches(name, sorted(computed), n=1)

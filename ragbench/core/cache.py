@@ -3,6 +3,8 @@
 * Chunks are keyed by ``(dataset fingerprint, chunker spec)``.
 * Vectors are keyed by ``(model id + revision, role, text hash)``: a text cut by two chunkers, or seen by two
   sweeps, is embedded once.
+* Converted documents (folder datasets) are keyed by ``(file content hash, converter and its version)``: a file
+  is converted once, whatever its name or folder.
 
 Every file is written to a temporary name and renamed into place (``os.replace`` is atomic on POSIX), so a
 process killed mid-write leaves either the whole entry or nothing; a stray ``*.tmp`` is never read.
@@ -16,6 +18,8 @@ the table has its columns; a damaged entry (truncated, overwritten, garbage, rew
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -263,3 +267,79 @@ class VectorCache:
         table = pa.table({"text_hash": pa.array(hashes, pa.string()),
                           "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
         atomic_write_verified(table, self._dir(model_key, role), "seg-")
+
+
+class DocumentCache:
+    """Converted documents (JSON objects, e.g. Markdown text and title) under
+    ``root/converted/<key[:2]>/<key>.<sha256>.json``, keyed by the source file's content hash and the converter.
+
+    The same integrity pattern as the other entries: written atomically, the name carries the SHA-256 of the bytes,
+    every read checks it; a damaged entry is quarantined with a warning and the file converted again.
+    """
+
+    def __init__(self, root: Path):
+        self.root = Path(root) / "converted"
+        self._verifier = _Verifier(root)
+
+    @staticmethod
+    def key(file_sha256: str, converter: str) -> str:
+        """The entry of a file with these bytes under this converter (name and versions)."""
+        return stable_hash({"file": file_sha256, "converter": converter}, length=32)
+
+    def _entries(self, key: str) -> list[Path]:
+        folder = self.root / key[:2]
+        return sorted(folder.glob(f"{key}.*.json")) if folder.is_dir() else []
+
+    @staticmethod
+    def _load(path: Path) -> dict:
+        data = path.read_bytes()
+        expected = path.name.removesuffix(".json").rsplit(".", 1)[-1]
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise DamagedEntry("its bytes do not match the checksum in its name")
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DamagedEntry(f"not JSON: {e}") from None
+        if not isinstance(value, dict):
+            raise DamagedEntry("not a JSON object")
+        return value
+
+    def get(self, key: str) -> dict | None:
+        """The cached value of ``key``, or None (a damaged entry is quarantined and None returned)."""
+        for path in self._entries(key):
+            try:
+                return self._load(path)
+            except FileNotFoundError:  # another process quarantined it
+                continue
+            except DamagedEntry as e:
+                self._verifier.quarantine(path, str(e))
+        return None
+
+    def put(self, key: str, value: dict) -> Path:
+        """Store ``value`` under ``key`` atomically; returns the entry's path."""
+        data = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        folder = self.root / key[:2]
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{key}.{hashlib.sha256(data).hexdigest()}.json"
+        if path.exists():
+            return path
+        tmp = folder / f".{key}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return path
+
+    def verify(self, repair: bool = False) -> tuple[int, dict[Path, str]]:
+        """Check every entry: ``(entries checked, {damaged entry: why})``; ``repair`` quarantines the damaged."""
+        entries = sorted(self.root.glob("*/*.json")) if self.root.is_dir() else []
+        found: dict[Path, str] = {}
+        for path in entries:
+            try:
+                self._load(path)
+            except DamagedEntry as e:
+                found[path] = str(e)
+                if repair:
+                    self._verifier.quarantine(path, str(e))
+        return len(entries), found

@@ -73,7 +73,7 @@ def load_beir(spec: DatasetSpec) -> Dataset:
 
     files = [corpus_path, queries_path, qrels_path] + [p for p in (spans_path, sentences_path) if p.is_file()]
     fingerprint = stable_hash({"files": {p.name: file_sha256(p) for p in files},
-                               "spec": spec.model_dump(mode="json", exclude={"name", "path"})})
+                               "spec": spec.model_dump(mode="json", exclude={"name", "path", "holdout"})})
     ds = Dataset(spec.name or root.name, corpus, queries, qrels, spans, fingerprint, tuple(warnings))
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
 

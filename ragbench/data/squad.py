@@ -89,7 +89,8 @@ def load_squad(spec: DatasetSpec, *, repair: Repair = "error") -> Dataset:
     if not spec.spans:
         spans = spans.clear()
     fingerprint = stable_hash({"files": {path.name: file_sha256(path)},
-                               "spec": spec.model_dump(mode="json", exclude={"name", "path"}), "repair": repair})
+                               "spec": spec.model_dump(mode="json", exclude={"name", "path", "holdout"}),
+                               "repair": repair})
     ds = Dataset(spec.name or path.stem, parsed.corpus, queries, qrels, spans, fingerprint, parsed.warnings)
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
 

@@ -3,7 +3,7 @@ with ``repair``, set aside what is damaged so that the next sweep recomputes it.
 
 What is checked:
 
-* every chunk table and vector segment against the SHA-256 in its name (and its columns);
+* every chunk table, vector segment and converted document against the SHA-256 in its name (and its columns);
 * every embedded Qdrant collection: complete (its marker), the point count, and a seeded sample of stored vectors
   equal to the cached vectors of the same chunks; an incomplete or damaged collection is deleted by ``repair``
   (the next sweep that needs it rebuilds it from the vector cache);
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.core.cache import ChunkCache, VectorCache
+from ragbench.core.cache import ChunkCache, DocumentCache, VectorCache
 from ragbench.core.hashing import text_hash
 from ragbench.core.settings import Settings
 from ragbench.index.build import matches_cache
@@ -47,7 +47,8 @@ class DoctorReport:
 
 def _cache(settings: Settings, repair: bool, report: DoctorReport) -> None:
     root = Path(settings.home) / "cache"
-    for what, cache in (("chunk tables", ChunkCache(root)), ("vector segments", VectorCache(root))):
+    for what, cache in (("chunk tables", ChunkCache(root)), ("vector segments", VectorCache(root)),
+                        ("converted documents", DocumentCache(root))):
         n, damaged = cache.verify(repair=repair)
         report.checked[what] = n
         for path, why in damaged.items():

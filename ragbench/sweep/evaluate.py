@@ -7,12 +7,14 @@ Every measure, per query or config-level, comes out in the one long measure tabl
 from __future__ import annotations
 
 from contextlib import ExitStack
+from dataclasses import replace
 
 import polars as pl
 
 from ragbench.config import RunConfig
 from ragbench.core.models import count_tokens
 from ragbench.data.dataset import Dataset
+from ragbench.data.holdout import HELDOUT_PREFIX, holdout_split
 from ragbench.embedding.embed import model_key
 from ragbench.evaluation.ann import ann_fidelity
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
@@ -39,6 +41,38 @@ def evaluate_config(run_config: RunConfig, ds: Dataset, measures, spec: Evaluati
 def _evaluate(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec,
               inputs: ConfigInputs) -> tuple[ConfigResult, RetrievalOutput]:
     out = retrieve(run_config, ds, inputs.resources, spec.diagnostics.k)
+    if spec.holdout is None:
+        return _judge(run_config, ds, out, measures, spec, inputs), out
+    # one retrieval for every query; judged apart so that the tuning measures (what ranks configs) never see the
+    # held-out queries, which come back as heldout/<measure>
+    split = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.holdout_seed)
+    tuning = _judge(run_config, _only(ds, split.tuning), _restrict(out, split.tuning), measures, spec, inputs)
+    held = _judge(run_config, _only(ds, split.heldout), _restrict(out, split.heldout), measures, spec, inputs,
+                  held_out=True)
+    renamed = held.measures.with_columns((pl.lit(HELDOUT_PREFIX) + pl.col("measure")).alias("measure"))
+    diagnostics = pl.concat([tuning.diagnostics, held.diagnostics]) if tuning.diagnostics is not None else None
+    return replace(tuning, measures=pl.concat([tuning.measures, renamed]), rankings=out.run, diagnostics=diagnostics,
+                   ms_per_query=1000 * out.seconds / max(ds.queries.height, 1)), out
+
+
+def _only(ds: Dataset, query_ids: frozenset[str]) -> Dataset:
+    ids = pl.Series(sorted(query_ids), dtype=pl.String).implode()
+    return replace(ds, queries=ds.queries.filter(pl.col("query_id").is_in(ids)),
+                   qrels=ds.qrels.filter(pl.col("query_id").is_in(ids)),
+                   spans=ds.spans.filter(pl.col("query_id").is_in(ids)))
+
+
+def _restrict(out: RetrievalOutput, query_ids: frozenset[str]) -> RetrievalOutput:
+    ids = pl.Series(sorted(query_ids), dtype=pl.String).implode()
+    keep = pl.col("query_id").is_in(ids)
+    return replace(out, run=out.run.filter(keep), first_stage_run=out.first_stage_run.filter(keep),
+                   unfiltered_run=out.unfiltered_run.filter(keep) if out.unfiltered_run is not None else None)
+
+
+def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, spec: EvaluationSpec,
+           inputs: ConfigInputs, held_out: bool = False) -> ConfigResult:
+    """Every measure of one config's retrieval ``out`` on the queries of ``ds``. ``held_out``: the held-out set,
+    measured without the LLM and without the query-independent extras (latency, ANN fidelity)."""
     token_counts = inputs.token_counts
     if out.judged_chunks is not inputs.resources.chunks:  # small-to-big: budgets are measured on the parents
         token_counts = dict(zip(out.judged_chunks["chunk_id"],
@@ -46,10 +80,10 @@ def _evaluate(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec
     per_query = evaluate_stage(ds, out.run, measures, chunks=out.judged_chunks, metrics_spec=spec.metrics,
                                token_counts=token_counts)
     qids = ds.queries["query_id"].to_list()
-    level: dict[str, float] = dict(out.metrics)
+    level: dict[str, float] = {} if held_out else dict(out.metrics)
     level.update(answer_in_context_metrics(ds, out.run, out.judged_chunks, spec.generation))
     answers = None
-    if inputs.generator is not None:  # an LLM failure fails this config here, before anything is written
+    if inputs.generator is not None and not held_out:  # an LLM failure fails the config here, before any write
         gen_metrics, answers = generation_stage(ds, out.run, out.judged_chunks, inputs.generator)
         level.update(gen_metrics)
     if out.unfiltered_run is not None:
@@ -63,7 +97,7 @@ def _evaluate(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec
             level[f"reach_{category}@{diag.k}/{diag.pool}"] = share if share is not None else float("nan")
     ann = None
     dense = run_config.retriever.dense_search()
-    if dense is not None and run_config.embedder is not None and spec.ann_fidelity.enabled:
+    if dense is not None and run_config.embedder is not None and spec.ann_fidelity.enabled and not held_out:
         res, af = inputs.resources, spec.ann_fidelity
         ann = ann_fidelity(res.index, res.collection, res.query_vectors, model_key(run_config.embedder), k=af.k,
                            ef_values=af.ef_values, depth=max(dense.depth, af.k), configured_ef=dense.hnsw_ef)
@@ -76,4 +110,4 @@ def _evaluate(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec
         rankings=out.run, n_queries=ds.queries.height, n_unlabelled=ds.n_unlabelled,
         ms_per_query=1000 * out.seconds / max(ds.queries.height, 1), chunk_stats=inputs.chunk_stats,
         diagnostics=reach, ann=ann, answers=answers, artifacts=dict(out.tables))
-    return result, out
+    return result

@@ -78,7 +78,7 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: Sta
     home.mkdir(parents=True, exist_ok=True)
     configure_revision_memo(home / "cache" / "revisions.json")
     runner = runner or LocalRunner()
-    ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset)
+    ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset, home / "cache")
     qc = cfg.query_classes
     ds = replace(ds, queries=assign_classes(ds.queries, qc.rules, qc.default, qc.override).select(ds.queries.columns))
     spec_hash = stable_hash(cfg.canonical())

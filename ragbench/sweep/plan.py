@@ -21,16 +21,20 @@ from ragbench.retrieval import RetrievalResources
 
 @dataclass(frozen=True)
 class EvaluationSpec:
-    """The slice of the sweep config that evaluating one config reads."""
+    """The slice of the sweep config that evaluating one config reads (``holdout``: the dataset's held-out share,
+    split with ``holdout_seed``; None evaluates every query as one set)."""
 
     metrics: MetricsSpec
     diagnostics: DiagnosticsSpec
     ann_fidelity: AnnFidelitySpec
     generation: GenerationSpec | None
+    holdout: float | None = None
+    holdout_seed: int = 0
 
     @classmethod
     def of(cls, cfg: SweepConfig) -> "EvaluationSpec":
-        return cls(cfg.metrics, cfg.diagnostics, cfg.ann_fidelity, cfg.generation)
+        return cls(cfg.metrics, cfg.diagnostics, cfg.ann_fidelity, cfg.generation, cfg.dataset.holdout,
+                   cfg.dataset.seed)
 
 
 @dataclass

@@ -1,0 +1,283 @@
+"""A folder of real files as a dataset (``format: folder``): every file is a document, questions in one file.
+
+Layout: any tree of ``.md``, ``.txt``, ``.html``, ``.pdf`` and ``.docx`` files (see :mod:`.convert`) plus a
+questions file (see :mod:`.questions`; default ``questions.csv``/``.jsonl``/``.yaml`` at the root)::
+
+    my-docs/
+      questions.csv
+      guides/install.md
+      reference/errors.html
+      release-notes/2024-05.pdf
+
+* Doc id = the path relative to the root (``guides/install.md``); title = the first heading, else the title the
+  file stores (a PDF's Title), else the file name without its suffix.
+* Metadata (for the metadata filters of retrievers): ``path``, ``folder`` (``"guides"``, ``""`` at the root),
+  ``folders`` (every folder on the way, a list: ``{folders: guides}`` matches any depth), ``ext`` (``"md"``),
+  ``size`` (bytes) and ``modified`` (ISO-8601 UTC).
+* Hidden files and folders (``.name``), Office lock files (``~$name``) and questions files are never documents;
+  ``include`` / ``exclude`` globs choose among the rest.
+* A file that cannot be read (an encrypted or broken PDF, non-UTF-8 text, a file that converts to empty text, an
+  unsupported type) is skipped with a warning naming it and counted; it never stops the load.
+
+**Incremental.** Converted text is cached by the file's content hash and the converter's version
+(:class:`~ragbench.core.cache.DocumentCache` under ``<home>/cache/converted``), so a rerun on a folder where a few
+files changed converts only those; chunk ids hash ``(doc id, offsets)`` and vectors are cached by text, so only the
+changed documents' chunks are embedded again.
+
+The fingerprint hashes the corpus table (ids, titles, converted text, metadata), the questions file and the spec
+settings, not where the folder lives.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+
+import polars as pl
+
+from ragbench.core.cache import DocumentCache
+from ragbench.core.errors import DatasetError
+from ragbench.core.hashing import file_sha256, stable_hash
+from ragbench.core.progress import log, progress
+from ragbench.core.schemas import CORPUS_SCHEMA
+from ragbench.data.convert import KINDS, ConversionError, convert, converter_id, first_heading
+from ragbench.data.dataset import Dataset, subset
+from ragbench.data.questions import SUFFIXES as QUESTION_SUFFIXES
+from ragbench.data.questions import find_questions_file, label_questions, read_questions
+from ragbench.data.spec import DatasetSpec, register_loader
+
+
+@dataclass(frozen=True)
+class FolderDocument:
+    """One file read as a document."""
+
+    doc_id: str
+    kind: str
+    title: str
+    text: str
+    metadata: dict
+    sha256: str
+    cached: bool  # the converted text came from the cache
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file that is not a document, and why."""
+
+    doc_id: str
+    suffix: str
+    reason: str
+    line: int | None = None
+    unsupported: bool = False
+
+
+@dataclass(frozen=True)
+class FolderScan:
+    """What a folder holds: its documents and the files skipped."""
+
+    root: Path
+    documents: tuple[FolderDocument, ...]
+    skipped: tuple[SkippedFile, ...]
+
+    @property
+    def n_converted(self) -> int:
+        """Documents converted in this scan (not from the cache)."""
+        return sum(not d.cached for d in self.documents)
+
+    def by_type(self) -> dict[str, dict[str, int]]:
+        """``suffix -> {"files", "documents", "skipped"}``, suffixes sorted."""
+        out: dict[str, dict[str, int]] = {}
+        for d in self.documents:
+            s = out.setdefault("." + d.metadata["ext"], {"files": 0, "documents": 0, "skipped": 0})
+            s["files"] += 1
+            s["documents"] += 1
+        for f in self.skipped:
+            s = out.setdefault(f.suffix or "(none)", {"files": 0, "documents": 0, "skipped": 0})
+            s["files"] += 1
+            s["skipped"] += 1
+        return dict(sorted(out.items()))
+
+    def warnings(self) -> list[str]:
+        """One line per skipped file (``file[:line]: skipped: reason``); unsupported types summed up in one."""
+        out = [f"{self.root / f.doc_id}{f':{f.line}' if f.line else ''}: skipped: {f.reason}"
+               for f in self.skipped if not f.unsupported]
+        other = Counter(f.suffix or "(no suffix)" for f in self.skipped if f.unsupported)
+        if other:
+            out.append(f"{self.root}: {sum(other.values())} file(s) of unsupported types skipped ("
+                       + ", ".join(f"{s}: {n}" for s, n in sorted(other.items()))
+                       + f"); supported: {', '.join(sorted(KINDS))}; list them under exclude to silence this")
+        return out
+
+
+def _matches(rel: str, patterns: tuple[str, ...]) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    for p in patterns:
+        p = p.strip().removeprefix("./")
+        if p.endswith("/"):
+            p += "**"
+        target = rel if "/" in p else name
+        if fnmatch.fnmatchcase(target, p) or fnmatch.fnmatchcase(target, p.replace("**/", "")):
+            return True
+    return False
+
+
+def list_files(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (),
+               questions: Path | None = None) -> list[str]:
+    """The root-relative POSIX paths of the candidate documents under ``root``, sorted.
+
+    A pattern without ``/`` matches file names (``*.pdf``), one with ``/`` matches the path (``drafts/**``;
+    ``*`` crosses folders); hidden files and folders, Office lock files, ``questions`` and the default questions
+    files at the root (``questions.csv`` ...) are left out.
+    """
+    root = Path(root)
+    skip = {(root / f"questions{s}").resolve() for s in QUESTION_SUFFIXES}
+    if questions is not None:
+        skip.add(Path(questions).resolve())
+    out = []
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in rel.split("/")) or path.name.startswith("~$"):
+            continue
+        if not path.is_file() or path.resolve() in skip:
+            continue
+        if include and not _matches(rel, include):
+            continue
+        if exclude and _matches(rel, exclude):
+            continue
+        out.append(rel)
+    return sorted(out)
+
+
+def _metadata(doc_id: str, path: Path) -> dict:
+    st = path.stat()
+    parent = PurePosixPath(doc_id).parent
+    folders = list(parent.parts) if str(parent) != "." else []
+    return {"path": doc_id, "folder": "/".join(folders), "folders": folders,
+            "ext": path.suffix.lower().lstrip("."), "size": st.st_size,
+            "modified": datetime.fromtimestamp(st.st_mtime, timezone.utc).isoformat(timespec="seconds")}
+
+
+def scan_folder(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (), *,
+                cache_root: Path | None = None, questions: Path | None = None) -> FolderScan:
+    """Read every file under ``root`` (see :func:`list_files`) as a document, converting what needs it.
+
+    With ``cache_root``, converted text (and conversion failures) come from / go to the
+    :class:`~ragbench.core.cache.DocumentCache` there, keyed by file content and converter version.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: folder not found")
+    cache = DocumentCache(cache_root) if cache_root is not None else None
+    files = list_files(root, include, exclude, questions)
+    docs: list[FolderDocument] = []
+    skipped: list[SkippedFile] = []
+    with progress(f"read {root.name}", len(files)) as advance:
+        for rel in files:
+            path = root / rel
+            suffix = path.suffix.lower()
+            kind = KINDS.get(suffix)
+            if kind is None:
+                skipped.append(SkippedFile(rel, suffix, f"unsupported type {suffix or '(no suffix)'}",
+                                           unsupported=True))
+                advance(1)
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError as e:
+                skipped.append(SkippedFile(rel, suffix, f"cannot read it ({e.strerror or e})"))
+                advance(1)
+                continue
+            sha = hashlib.sha256(data).hexdigest()
+            key = DocumentCache.key(sha, converter_id(kind))
+            entry = cache.get(key) if cache is not None else None
+            cached = entry is not None
+            if entry is None:
+                try:
+                    text, title = convert(data, kind)
+                    entry = {"text": text, "title": title}
+                except ConversionError as e:
+                    entry = {"error": str(e), "line": e.line}
+                if cache is not None:
+                    cache.put(key, entry)
+            if "error" in entry:
+                skipped.append(SkippedFile(rel, suffix, entry["error"], entry.get("line")))
+            else:
+                text = entry["text"]
+                title = first_heading(text) or entry.get("title") or path.stem
+                docs.append(FolderDocument(rel, kind, title, text, _metadata(rel, path), sha, cached))
+            advance(1)
+    scan = FolderScan(root, tuple(docs), tuple(skipped))
+    fresh = [d.doc_id for d in docs if not d.cached]
+    if cache is not None and 0 < len(fresh) < len(docs) and len(fresh) <= 10:  # a rerun: name what changed
+        log.info("folder %s: converted (new or changed): %s", root, ", ".join(fresh))
+    log.info("folder %s: %d files: %d documents (%d converted, %d from the conversion cache), %d skipped", root,
+             len(files), len(docs), scan.n_converted, len(docs) - scan.n_converted, len(skipped))
+    return scan
+
+
+def questions_path(spec: DatasetSpec) -> Path | None:
+    """The questions file of a folder spec: ``questions`` (relative to the folder) or the default one, if any."""
+    root = Path(spec.path)
+    if spec.questions is not None:
+        q = Path(spec.questions)
+        return q if q.is_absolute() else root / q
+    return find_questions_file(root)
+
+
+def corpus_table(scan: FolderScan) -> pl.DataFrame:
+    """The corpus table (:data:`~ragbench.core.schemas.CORPUS_SCHEMA`) of a scan, sorted by doc id."""
+    return pl.DataFrame([(d.doc_id, d.title, d.text, json.dumps(d.metadata, sort_keys=True))
+                         for d in scan.documents], schema=CORPUS_SCHEMA, orient="row")
+
+
+def _corpus_hash(corpus: pl.DataFrame) -> str:
+    h = hashlib.sha256()
+    for row in corpus.iter_rows():
+        h.update(json.dumps(row, ensure_ascii=False).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+@register_loader("folder")
+def load_folder(spec: DatasetSpec, *, cache_root: Path | None = None) -> Dataset:
+    """Load a folder of files and its questions file (see the module docstring); ``cache_root`` holds converted
+    documents. Every file problem is a counted warning; every questions problem an error, all listed at once."""
+    return folder_dataset(spec, cache_root)[0]
+
+
+def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[Dataset, FolderScan]:
+    """:func:`load_folder` that also returns the scan (files by type, what was skipped), for ``datasets``."""
+    root = Path(spec.path)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: dataset folder not found")
+    qpath = questions_path(spec)
+    if qpath is None:
+        raise DatasetError(f"{root}: no questions file (questions.csv, .jsonl or .yaml); `ragbench datasets init "
+                           f"{root}` writes a template")
+    if not qpath.is_file():
+        raise DatasetError(f"{qpath}: questions file not found")
+    rows, problems = read_questions(qpath)  # before converting anything: a broken file fails fast
+    scan = scan_folder(root, spec.include, spec.exclude, cache_root=cache_root, questions=qpath)
+    if not scan.documents:
+        raise DatasetError(f"{root}: no documents" + (f" ({len(scan.skipped)} file(s) skipped: "
+                                                      f"{'; '.join(scan.warnings()[:3])})" if scan.skipped else ""))
+    corpus = corpus_table(scan)
+    labels = label_questions(qpath, rows, dict(zip(corpus["doc_id"], corpus["text"])),
+                             {f.doc_id: f.reason for f in scan.skipped}, problems)
+    queries, spans = labels.queries, labels.spans
+    if "queries" in spec.model_fields_set and spec.queries == "in_qrels":
+        queries = queries.filter(pl.col("query_id").is_in(labels.qrels["query_id"].unique().implode()))
+        spans = spans.filter(pl.col("query_id").is_in(queries["query_id"].implode()))
+    if not spec.spans:
+        spans = spans.clear()
+    fingerprint = stable_hash({"corpus": _corpus_hash(corpus), "questions": file_sha256(qpath),
+                               "spec": spec.model_dump(mode="json", exclude={"name", "path", "questions",
+                                                                             "holdout"})})
+    ds = Dataset(spec.name or root.name, corpus, queries, labels.qrels, spans, fingerprint,
+                 tuple(scan.warnings()) + labels.warnings)
+    return subset(ds, spec.max_queries, spec.max_docs, spec.seed), scan
