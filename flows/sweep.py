@@ -18,6 +18,7 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from ragbench.config import load_config  # noqa: E402
 from ragbench.core.retry import is_transient  # noqa: E402
 from ragbench.core.settings import Settings  # noqa: E402
+from ragbench.core.workers import DaskWorkers  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
 from ragbench.sweep import run_sweep  # noqa: E402
 
@@ -43,8 +44,15 @@ class PrefectStageRunner:
 @flow(name="ragbench-sweep", log_prints=True)
 def sweep_flow(config_path: str, home: str | None = None, workers=None) -> SweepResult:
     """Run (or resume) the sweep described by ``config_path`` (``workers``: where embedding shards run)."""
-    cfg = load_config(config_path)
-    return run_sweep(cfg, Settings.from_env(), runner=PrefectStageRunner(), home=home, workers=workers)
+    cfg, settings = load_config(config_path), Settings.from_env()
+    own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
+    if own:
+        workers = DaskWorkers(address=settings.dask_address)
+    try:
+        return run_sweep(cfg, settings, runner=PrefectStageRunner(), home=home, workers=workers)
+    finally:
+        if own:
+            workers.close()
 
 
 def main() -> None:  # pragma: no cover - exercised by hand / by the scheduling docs

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PREFECT_FILE = ROOT / "prefect.yaml"
 
-REQUIRED_SERVICES = {"qdrant", "postgres", "mlflow", "prefect-server", "prefect-worker", "deploy"}
+REQUIRED_SERVICES = {"qdrant", "postgres", "mlflow", "prefect-server", "prefect-worker", "deploy", "dask-scheduler",
+                     "dask-worker"}
 WIRING_VARS = {  # env var -> (service it must point at, container port)
     "RAGBENCH_QDRANT_URL": ("qdrant", 6333),
     "MLFLOW_TRACKING_URI": ("mlflow", 5000),
@@ -234,6 +235,18 @@ def test_worker_env_wires_the_servers(services, service_name):
     mounts = dict((t, s) for s, t in volume_sources(services[service_name]))
     assert "/data" in mounts, f"{service_name} must mount a volume at /data (RAGBENCH_HOME)"
     assert mounts.get("/app") in {".", "./"}, f"{service_name} must mount the checkout at /app"
+
+
+def test_dask_scheduler_and_scalable_workers_share_the_home(services):
+    scheduler, worker = services["dask-scheduler"], services["dask-worker"]
+    assert scheduler["command"][:2] == ["dask", "scheduler"] and "8786" in scheduler["command"]
+    assert worker["command"][:3] == ["dask", "worker", "tcp://dask-scheduler:8786"]
+    assert "container_name" not in worker  # `--scale dask-worker=N` needs unnamed containers
+    assert any(t == "/data" for _, t in volume_sources(worker)), "workers must see the same home as the sweep"
+    assert worker["image"] == services["prefect-worker"]["image"]  # same code and models on every worker
+    for name in ("prefect-worker", "deploy"):
+        url = urlparse(env_of(services[name])["RAGBENCH_DASK_ADDRESS"])
+        assert (url.scheme, url.hostname, url.port) == ("tcp", "dask-scheduler", 8786)
 
 
 def test_mlflow_server_command(services):

@@ -72,6 +72,7 @@ def sweep(
         cfg = load_config(config)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         preflight(cfg, settings)
+        address = address or settings.dask_address
         pool = open_workers(task_runner.value, workers, address) if task_runner is TaskRunner.dask else None
         try:
             if orchestrator is Orchestrator.prefect:

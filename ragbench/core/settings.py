@@ -20,6 +20,7 @@ variable                           setting
 ``RAGBENCH_LLAMA_SERVER``          an explicit llama-server binary
 ``RAGBENCH_LLM_MODEL``             the default local LLM (a registry name or a .gguf path)
 ``RAGBENCH_SERVING_HOME``          the home a promoted model serves from, when it moved since promotion
+``RAGBENCH_DASK_ADDRESS``          a Dask scheduler (tcp://host:8786) that runs the embedding shards
 =================================  ======================================================================
 """
 
@@ -54,6 +55,7 @@ class Settings:
     llama_server: Path | None = None
     llm_model: str | None = None
     serving_home: Path | None = None
+    dask_address: str | None = None
     user: str = "unknown"
     #: the environment the settings were read from: secrets named by a config (``api_key_env``) are looked up here
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -79,6 +81,7 @@ class Settings:
             else None,
             llm_model=env.get("RAGBENCH_LLM_MODEL") or None,
             serving_home=Path(env["RAGBENCH_SERVING_HOME"]) if env.get("RAGBENCH_SERVING_HOME") else None,
+            dask_address=env.get("RAGBENCH_DASK_ADDRESS") or None,
             user=env.get("USER") or env.get("LOGNAME") or "unknown",
             environ=env,
         )
