@@ -74,7 +74,7 @@ def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, settings, tmp_
     assert rows == (10, 2, 10)
     verdicts = {v for (v,) in con.execute("SELECT DISTINCT verdict FROM answers").fetchall()}
     assert verdicts <= {"PASS", "RETRIEVAL_MISS_RANKING", "RETRIEVAL_MISS_REPRESENTATION", "CONTEXT_DILUTION",
-                        "GENERATION_BUG"}
+                        "CONTEXT_BUDGET", "GENERATION_BUG"}
     ks = con.execute("SELECT k, recall FROM k_sweep ORDER BY k").fetchall()
     assert [k for k, _ in ks] == [1, 3] and ks[0][1] <= ks[1][1]  # recall grows with k
     con.close()

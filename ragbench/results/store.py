@@ -71,6 +71,9 @@ CREATE TABLE IF NOT EXISTS promotions (
     rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
+ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
+ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
+ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
 """
 
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
