@@ -41,10 +41,10 @@ class PrefectStageRunner:
 
 
 @flow(name="ragbench-sweep", log_prints=True)
-def sweep_flow(config_path: str, home: str | None = None) -> SweepResult:
-    """Run (or resume) the sweep described by ``config_path``."""
+def sweep_flow(config_path: str, home: str | None = None, fresh: bool = False) -> SweepResult:
+    """Run (or resume) the sweep described by ``config_path`` (``fresh``: re-evaluate every config)."""
     cfg = load_config(config_path)
-    return run_sweep(cfg, Settings.from_env(), runner=PrefectStageRunner(), home=home)
+    return run_sweep(cfg, Settings.from_env(), runner=PrefectStageRunner(), home=home, fresh=fresh)
 
 
 def main() -> None:  # pragma: no cover - exercised by hand / by the scheduling docs

@@ -43,11 +43,15 @@ def sweep(
     home: Annotated[Optional[Path], typer.Option(help="results/cache folder (overrides the config and "
                                                       "$RAGBENCH_HOME)")] = None,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first failing config")] = False,
+    fresh: Annotated[bool, typer.Option(help="evaluate every config anew instead of reusing stored results "
+                                             "(and instead of resuming)")] = False,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
-    Re-running an unchanged sweep re-embeds nothing; an interrupted sweep resumes where it stopped. Exit code 1
-    when any config failed, 2 on invalid input.
+    Re-running an unchanged sweep re-embeds nothing and re-evaluates nothing: a config already evaluated on the same
+    data with the same settings and evaluation version reuses its stored results (the log names the sweep they
+    came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. Exit code 1 when any
+    config failed, 2 on invalid input.
     """
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
@@ -64,11 +68,11 @@ def sweep(
             configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
             from flows.sweep import sweep_flow
 
-            result = sweep_flow(str(config), home=str(settings.home))
+            result = sweep_flow(str(config), home=str(settings.home), fresh=fresh)
         else:
             from ragbench.sweep import run_sweep
 
-            result = run_sweep(cfg, settings, fail_fast=fail_fast)
+            result = run_sweep(cfg, settings, fail_fast=fail_fast, fresh=fresh)
     except RagbenchError as e:
         _fail(e)
     if json_out:
