@@ -141,21 +141,64 @@ def sync_mlflow_cmd(
     console.print(f"uploaded {n} config run(s) to MLflow")
 
 
+class QueriesOption(str, Enum):
+    in_qrels = "in_qrels"
+    all = "all"
+
+
+class SquadDocuments(str, Enum):
+    paragraph = "paragraph"
+    article = "article"
+
+
 @datasets_app.command("validate")
 def datasets_validate(
-    path: Annotated[Path, typer.Argument(help="dataset folder (BEIR layout) or SQuAD JSON file")],
-    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+    path: Annotated[Optional[Path], typer.Argument(help="dataset folder (BEIR layout) or SQuAD JSON file")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="validate the dataset section of this sweep config "
+                                                        "(options below then override its fields)")] = None,
+    format: Annotated[Optional[str], typer.Option(help="dataset format (beir, squad, ...); default: squad for a "
+                                                       ".json file, else beir")] = None,
+    split: Annotated[Optional[str], typer.Option(help="qrels split (default test)")] = None,
+    queries: Annotated[Optional[QueriesOption], typer.Option(help="in_qrels or all (default: all without "
+                                                                  "--config, to check every query)")] = None,
+    spans: Annotated[Optional[bool], typer.Option("--spans/--no-spans", help="load span labels")] = None,
+    squad_documents: Annotated[Optional[SquadDocuments], typer.Option(help="SQuAD documents: paragraph or "
+                                                                           "article")] = None,
+    max_queries: Annotated[Optional[int], typer.Option(help="seeded sample of this many queries")] = None,
+    max_docs: Annotated[Optional[int], typer.Option(help="judged docs plus seeded distractors up to this many")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="sampling seed")] = None,
 ) -> None:
-    """Load a dataset with full validation and print its summary (errors name file and line)."""
-    from ragbench.config import DatasetSpec
+    """Load a dataset with full validation and print its summary (errors name file and line).
+
+    Takes the same dataset options as a sweep config's `dataset` section (`--squad-documents article`, ...), or
+    `--config FILE` to validate that config's dataset exactly as a sweep would load it (same fingerprint).
+    """
+    from pydantic import ValidationError
+
+    from ragbench.config import DatasetSpec, load_config
     from ragbench.data import load_dataset
 
-    fmt = "squad" if path.suffix == ".json" else "beir"
+    given = {"format": format, "split": split, "queries": queries.value if queries else None, "spans": spans,
+             "squad_documents": squad_documents.value if squad_documents else None, "max_queries": max_queries,
+             "max_docs": max_docs, "seed": seed}
+    given = {k: v for k, v in given.items() if v is not None}
     try:
-        ds = load_dataset(DatasetSpec(path=path, split=split, format=fmt, queries="all"))
+        if config is not None:
+            base = load_config(config).dataset.model_dump()
+            if path is not None:
+                base["path"] = path
+        elif path is not None:
+            base = {"path": path, "queries": "all", "format": "squad" if path.suffix == ".json" else "beir"}
+        else:
+            raise typer.BadParameter("give a dataset PATH or --config FILE")
+        spec = DatasetSpec(**{**base, **given})
+        ds = load_dataset(spec)
+    except ValidationError as e:
+        _fail(RagbenchError("invalid dataset options: " + "; ".join(
+            f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
     except RagbenchError as e:
         _fail(e)
-    t = Table(title=f"{path}")
+    t = Table(title=f"{spec.path}")
     t.add_column("property")
     t.add_column("value", justify="right")
     for k, v in ds.summary().items():
