@@ -332,10 +332,12 @@ class _Sweep:
             best = max(scored, key=lambda vo: vo[0])[1]
             if best.config_id in stored and (self.best is None or best.metrics[primary] > self.best[0]):
                 source = stored[best.config_id][0]
-                if source != self.sweep_id and not self.store.copy_k_sweep(source, self.sweep_id, best.config_id):
-                    log.info("k sweep: the best config %s was reused from sweep %s, which has no k sweep of it "
-                             "(--fresh computes one)", best.name, stored[best.config_id][1])
-                return
+                if source != self.sweep_id and self.store.copy_k_sweep(source, self.sweep_id, best.config_id):
+                    return
+                # its run is not in memory: the best config evaluated now gets the k sweep, if any was
+                log.info("k sweep: no stored k sweep of the best config %s (from sweep %s)%s", best.name,
+                         stored[best.config_id][1], "; --fresh computes one" if self.best is None else
+                         f"; running it on {self.best[1].name}, the best config evaluated now")
         if self.best is None:
             return
         value, run_config, run, judged = self.best
