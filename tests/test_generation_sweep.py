@@ -81,7 +81,7 @@ def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, settings, tmp_
     assert _llama_pids() <= before  # the sweep stopped its server: no orphan
 
     # unchanged rerun: every config (answers and verdicts included) and the k sweep are reused; no LLM is started
-    import ragbench.generation.stage as stage
+    from ragbench.generation import stage
 
     def no_llm(self):
         raise AssertionError("a warm rerun started the LLM")
