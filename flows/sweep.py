@@ -42,14 +42,15 @@ class PrefectStageRunner:
 
 
 @flow(name="ragbench-sweep", log_prints=True)
-def sweep_flow(config_path: str, home: str | None = None, workers=None) -> SweepResult:
-    """Run (or resume) the sweep described by ``config_path`` (``workers``: where embedding shards run)."""
+def sweep_flow(config_path: str, home: str | None = None, fresh: bool = False, workers=None) -> SweepResult:
+    """Run (or resume) the sweep described by ``config_path`` (``fresh``: re-evaluate every config; ``workers``:
+    where embedding shards run)."""
     cfg, settings = load_config(config_path), Settings.from_env()
     own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
     if own:
         workers = DaskWorkers(address=settings.dask_address)
     try:
-        return run_sweep(cfg, settings, runner=PrefectStageRunner(), home=home, workers=workers)
+        return run_sweep(cfg, settings, runner=PrefectStageRunner(), home=home, fresh=fresh, workers=workers)
     finally:
         if own:
             workers.close()

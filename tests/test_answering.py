@@ -18,6 +18,7 @@ from ragbench.core.settings import Settings
 from ragbench.data import load_dataset
 from ragbench.generation.answering import (
     ANSWER_SCHEMA,
+    CONTEXT_BUDGET,
     CONTEXT_DILUTION,
     GENERATION_BUG,
     ORACLE_SCHEMA,
@@ -42,8 +43,8 @@ from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, 
 from ragbench.reporting.plots import plot_k_sweep
 from ragbench.retrieval import BM25Index, run_from_hits
 
-# ---------------------------------------------------------------- the verdict rule, all 16 cases by hand
-# (arm_a_correct, arm_b_correct, gold_in_context, gold_in_pool) -> verdict
+# ---------------------------------------------------------------- the verdict rule, all 32 cases by hand
+# (arm_a_correct, arm_b_correct, gold_in_context, gold_in_pool) -> verdict, without gold lost to the budget
 EXPECTED = {
     (True, True, True, True): PASS, (True, True, True, False): PASS, (True, True, False, True): PASS,
     (True, True, False, False): PASS, (True, False, True, True): PASS, (True, False, True, False): PASS,
@@ -57,11 +58,23 @@ EXPECTED = {
 }
 
 
+def _with_budget_loss(a: bool, b: bool, in_ctx: bool, in_pool: bool) -> str:
+    """Gold retrieved into the top k but cut or dropped by the budget: its own verdict, unless arm A passed, the
+    reader failed on the gold itself, or the gold is in context anyway (elsewhere)."""
+    if a:
+        return PASS
+    if not b:
+        return GENERATION_BUG
+    return CONTEXT_DILUTION if in_ctx else CONTEXT_BUDGET
+
+
 def test_oracle_verdict_exhaustive():
     assert set(EXPECTED) == set(product([True, False], repeat=4))
     for args, verdict in EXPECTED.items():
         assert oracle_verdict(*args) == verdict, args
-    assert set(EXPECTED.values()) == set(VERDICTS)
+        assert oracle_verdict(*args, False) == verdict, args
+        assert oracle_verdict(*args, True) == _with_budget_loss(*args), args
+    assert set(EXPECTED.values()) | {CONTEXT_BUDGET} == set(VERDICTS)
 
 
 # ---------------------------------------------------------------- real pipeline pieces
@@ -93,18 +106,20 @@ def server():
 SPEC = ContextSpec(k=3, token_budget=400)
 
 
-def test_gold_evidence_uses_spans_then_qrels(demo):
+def test_gold_evidence_is_the_passage_around_spans_then_the_judged_documents(demo):
     ds, _, _ = demo
-    ev = gold_evidence(ds, "q03")
-    sp = ds.spans.filter((pl.col("query_id") == "q03") & (pl.col("relevance") > 0)).sort("relevance", descending=True)
     text = dict(zip(ds.corpus["doc_id"], ds.corpus["text"]))
+    sp = ds.spans.filter((pl.col("query_id") == "q03") & (pl.col("relevance") > 0)).sort("relevance", descending=True)
     best = sp.row(0, named=True)
-    d, s, e = best["doc_id"], best["start"], best["end"]
-    assert ev[0] == (f"gold:{d}:{s}-{e}", text[d][s:e])
+    ev = gold_evidence(ds, "q03")
+    pid, passage = ev[0]
+    d, s, e = pid.removeprefix("gold:").rsplit(":", 1)[0], *map(int, pid.rsplit(":", 1)[1].split("-"))
+    assert d == best["doc_id"] and s <= best["start"] and best["end"] <= e and passage == text[d][s:e]
+    assert len(passage) > best["end"] - best["start"]               # the span in its passage, not the bare span
     assert any("256MiB" in t for _, t in ev)
     no_spans = replace(ds, spans=ds.spans.clear())
     docs = gold_evidence(no_spans, "q03")
-    assert docs and all(t == text[pid.removeprefix("gold:")] for pid, t in docs)
+    assert docs and all(t == text[pid.removeprefix("gold:").rsplit(":", 1)[0]] for pid, t in docs)
     assert gold_evidence(ds, "q33") == []
 
 

@@ -87,3 +87,32 @@ def test_bad_input_is_named():
         chunk_statistics(chunks_table(), TOKENS, SPANS, CORPUS.filter(pl.col("doc_id") == "A"))
     with pytest.raises(ValueError, match="no chunks"):
         chunk_statistics(chunks_table([]), TOKENS, SPANS, CORPUS)
+
+
+def test_window_statistics_hand_computed():
+    from ragbench.chunking.stats import window_statistics
+
+    # window 10: 12 and 30 are over it; 2 + 20 of the 4 + 10 + 12 + 30 = 56 tokens are never read
+    st = window_statistics([4, 10, 12, 30], 10)
+    assert st == {"embed_window_tokens": 10.0, "chunks_over_embed_window": 0.5,
+                  "tokens_never_embedded": pytest.approx(22 / 56)}
+    unlimited = window_statistics([4, 1000], None)                  # a static model reads every token
+    assert math.isnan(unlimited["embed_window_tokens"])
+    assert unlimited["chunks_over_embed_window"] == 0 and unlimited["tokens_never_embedded"] == 0
+    with pytest.raises(ValueError, match="no texts"):
+        window_statistics([], 10)
+
+
+def test_embedding_windows_of_the_packaged_models():
+    from ragbench.embedding.embed import embedding_window, embedding_window_statistics
+    from ragbench.embedding.spec import EmbedderSpec
+
+    minilm = EmbedderSpec(model="all-MiniLM-L6-v2")
+    assert embedding_window(minilm) == 254                               # max_seq_length 256 minus [CLS], [SEP]
+    assert embedding_window(EmbedderSpec(model="all-MiniLM-L6-v2", max_seq_length=64)) == 62
+    assert embedding_window(EmbedderSpec(model="static-retrieval-m2v")) is None
+    st = embedding_window_statistics(["word " * 300, "short text"], minilm)  # 300 tokens and 2
+    assert st["chunks_over_embed_window"] == 0.5 and st["tokens_never_embedded"] == pytest.approx(46 / 302)
+    prompted = embedding_window_statistics(["word " * 250], EmbedderSpec(model="all-MiniLM-L6-v2",
+                                                                         document_prompt="passage: " * 4))
+    assert prompted["chunks_over_embed_window"] == 1.0                   # the prompt is read first and counts

@@ -69,17 +69,39 @@ def test_near_duplicates_are_dropped_keeping_the_higher_ranked():
     assert build_context("q", chunks, ContextSpec(k=2, dedupe=False, token_budget=None)).chunk_ids == ("a", "b")
 
 
-def test_budget_cuts_whole_chunks_as_a_rank_prefix():
-    ctx = build_context("q", C, ContextSpec(k=5, token_budget=12))   # 5 + 5 fit, the third would make 15
-    assert ctx.chunk_ids == ("c1", "c2") and ctx.context_tokens == 10 and ctx.n_over_budget == 3
-    assert build_context("q", C, ContextSpec(k=5, token_budget=15)).chunk_ids == ("c1", "c2", "c3")
-    # a short chunk after the first overflow is NOT used (the context stays a prefix of the ranking)
-    mixed = [("big", "one two three four five six seven eight nine ten"), ("small", "cat")]
-    ctx = build_context("q", mixed, ContextSpec(k=5, token_budget=6))
-    assert ctx.chunk_ids == () and ctx.context == "" and ctx.n_over_budget == 2 and ctx.notes
+def test_budget_cuts_the_overflowing_chunk_to_fit_then_stops():
+    ctx = build_context("q", C, ContextSpec(k=5, token_budget=12))   # 5 + 5 fit; c3 is cut to the 2 tokens left
+    assert ctx.chunk_ids == ("c1", "c2", "c3") and ctx.texts[2] == "cat dog" and ctx.context_tokens == 12
+    assert ctx.cut_ids == ("c3",) and ctx.dropped_ids == ("c4", "c5") and ctx.n_over_budget == 2
+    assert ctx.considered_ids == ("c1", "c2", "c3", "c4", "c5")
+    assert ctx.context.endswith("[3] cat dog")
+    exact = build_context("q", C, ContextSpec(k=5, token_budget=15))
+    assert exact.chunk_ids == ("c1", "c2", "c3") and exact.cut_ids == () and exact.n_over_budget == 2
+    # a first chunk longer than the whole budget (a whole article) is cut, not dropped: the context is never empty
+    long = [("article", "one two three four five six seven eight nine ten"), ("small", "cat")]
+    ctx = build_context("q", long, ContextSpec(k=5, token_budget=6))
+    assert ctx.chunk_ids == ("article",) and ctx.texts == ("one two three four five six",)
+    assert ctx.dropped_ids == ("small",) and not ctx.notes
     # budget is applied in rank order, then the survivors are reordered for presentation
     assert build_context("q", C, ContextSpec(k=5, token_budget=15, ordering="best_last")).chunk_ids == \
         ("c3", "c2", "c1")
+
+
+def test_cut_never_splits_a_word_into_pieces():
+    # "unbelievably" is 5 word pieces: a budget ending inside it backs off to the previous word
+    ctx = build_context("q", [("a", "green unbelievably tall trees")], ContextSpec(k=1, token_budget=3))
+    assert ctx.texts == ("green",) and ctx.cut_ids == ("a",)
+
+
+def test_drop_mode_skips_the_overflowing_chunk_and_tries_the_next():
+    mixed = [("big", "one two three four five six seven eight nine ten"), ("small", "cat"), ("c1", C[0][1])]
+    ctx = build_context("q", mixed, ContextSpec(k=5, token_budget=6, overflow="drop"))
+    assert ctx.chunk_ids == ("small", "c1") and ctx.dropped_ids == ("big",) and ctx.cut_ids == ()
+    assert ctx.context_tokens == 6 and ctx.n_over_budget == 1
+    only_big = build_context("q", mixed[:1], ContextSpec(k=5, token_budget=6, overflow="drop"))
+    assert only_big.chunk_ids == () and only_big.context == "" and only_big.notes   # said, not silent
+    with pytest.raises(ValueError, match="overflow"):
+        ContextSpec(overflow="truncate")
 
 
 def test_k_and_custom_instruction():

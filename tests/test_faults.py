@@ -117,8 +117,9 @@ def test_sigkill_mid_embedding_and_mid_evaluation_then_resume(tmp_path):
     assert len([r for r in runs if r.data.tags.get("ragbench.kind") == "sweep"]) == 1
     assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(resumed)
 
-    # an uninterrupted run (a new sweep from the same cache) gives the same results, computing no vector
-    fresh = run_sweep(load_config(cfg), Settings(home=home))
+    # an uninterrupted run (a new sweep from the same cache, evaluated anew) gives the same results, computing no
+    # vector
+    fresh = run_sweep(load_config(cfg), Settings(home=home), fresh=True)
     assert fresh.vectors_computed == 0
     for o in fresh.outcomes:
         assert o.metrics == pytest.approx(resumed[o.config_id]["metrics"], nan_ok=True)

@@ -58,7 +58,7 @@ def _llama_pids() -> set[int]:
 
 
 @needs_llm
-def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, settings, tmp_path):
+def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, settings, tmp_path, monkeypatch):
     before = _llama_pids()
     cfg = load_config(write_config(tmp_path / "e2e.yaml", E2E.replace("{model}", "smollm2-135m")
                                    .replace("{{", "{").replace("}}", "}")))
@@ -74,11 +74,26 @@ def test_sweep_answers_grades_and_diagnoses_with_a_real_llm(home, settings, tmp_
     assert rows == (10, 2, 10)
     verdicts = {v for (v,) in con.execute("SELECT DISTINCT verdict FROM answers").fetchall()}
     assert verdicts <= {"PASS", "RETRIEVAL_MISS_RANKING", "RETRIEVAL_MISS_REPRESENTATION", "CONTEXT_DILUTION",
-                        "GENERATION_BUG"}
+                        "CONTEXT_BUDGET", "GENERATION_BUG"}
     ks = con.execute("SELECT k, recall FROM k_sweep ORDER BY k").fetchall()
     assert [k for k, _ in ks] == [1, 3] and ks[0][1] <= ks[1][1]  # recall grows with k
     con.close()
     assert _llama_pids() <= before  # the sweep stopped its server: no orphan
+
+    # unchanged rerun: every config (answers and verdicts included) and the k sweep are reused; no LLM is started
+    from ragbench.generation import stage
+
+    def no_llm(self):
+        raise AssertionError("a warm rerun started the LLM")
+    monkeypatch.setattr(stage.Generator, "_start", no_llm)
+    again = run_sweep(cfg, settings)
+    assert all(o.reused_from == result.sweep_id for o in again.outcomes)
+    con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
+    per_sweep = dict(con.execute("SELECT sweep_id, count(verdict) FROM answers GROUP BY 1").fetchall())
+    assert per_sweep == {result.sweep_id: 10, again.sweep_id: 10}
+    assert con.execute("SELECT k, recall FROM k_sweep WHERE sweep_id = ? ORDER BY k",
+                       [again.sweep_id]).fetchall() == ks
+    con.close()
 
 
 @needs_llm

@@ -103,3 +103,12 @@ def test_grade_answerable_and_unanswerable():
     assert ok.correct and (ok.em, ok.f1, ok.contains) == (1.0, 1.0, 1.0)
     bad = grade("It costs $500 a month.", [])
     assert not bad.correct and (bad.em, bad.f1, bad.contains) == (0.0, 0.0, 0.0)
+
+
+def test_answer_in_context_reads_chunk_texts_not_labels():
+    texts = ["The canal has locks.", "It was built long ago.", "A", "B", "Five keepers live there."]
+    numbered = "\n\n".join(f"[{n}] {t}" for n, t in enumerate(texts, 1))
+    assert contains(numbered, ["5"]) == 1.0                    # the label [5] would "contain" the answer
+    assert answer_in_context(texts, ["5"]) == 0.0              # chunk texts only: it does not
+    assert answer_in_context(texts + ["The canal has 5 locks."], ["5"]) == 1.0
+    assert answer_in_context(["an answer split", "across chunks"], ["split across"]) == 0.0  # each text on its own

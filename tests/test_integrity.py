@@ -45,11 +45,12 @@ class _Collect(logging.Handler):
 
 
 def _rerun(cfg, settings) -> tuple[dict, str]:
-    """Run the sweep again; its metrics per config and every warning it logged."""
+    """Run the sweep again, evaluating every config anew (``fresh``: stored results would otherwise be reused and
+    the damaged caches never read); its metrics per config and every warning it logged."""
     collect, logger = _Collect(), logging.getLogger("ragbench")
     logger.addHandler(collect)
     try:
-        result = run_sweep(cfg, settings)
+        result = run_sweep(cfg, settings, fresh=True)
     finally:
         logger.removeHandler(collect)
     assert result.n_failed == 0

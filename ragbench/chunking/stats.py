@@ -14,12 +14,20 @@ Returned keys (all floats, so they log to MLflow as metrics as they are):
   overlap, < 1 when chunkers drop whitespace), ``index_tokens`` (sum of ``token_counts``).
 
 With no spans the span entries are NaN, not 0.
+
+:func:`window_statistics` adds, per embedder, what its sequence window hides (the model reads only the first
+``window`` tokens of a text and silently drops the rest):
+
+* ``embed_window_tokens``: the window (content tokens, special tokens excluded; NaN when the model reads all);
+* ``chunks_over_embed_window``: share of chunks whose embedded text (prompt + ``index_text``) is longer;
+* ``tokens_never_embedded``: share of all embedded-text tokens beyond the window, ``sum(max(0, n - window)) /
+  sum(n)``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -92,3 +100,16 @@ def _split_spans(chunks: pl.DataFrame, spans: pl.DataFrame) -> tuple[int, int, i
              .agg(((pl.col("cs") <= pl.col("start")) & (pl.col("end") <= pl.col("ce"))).any().alias("contained")))
     split = int((~pairs["contained"]).sum())
     return split, ev.height, ev.height - pairs.height
+
+
+def window_statistics(token_counts: Sequence[int], window: int | None) -> dict[str, float]:
+    """What an embedder with a ``window``-token limit never reads of texts of ``token_counts`` tokens (keys in the
+    module docstring); a ``window`` of None reads everything."""
+    n = np.asarray(token_counts, dtype=np.float64)
+    if not n.size:
+        raise ValueError("no texts to measure")
+    if window is None:
+        return {"embed_window_tokens": math.nan, "chunks_over_embed_window": 0.0, "tokens_never_embedded": 0.0}
+    total = float(n.sum())
+    return {"embed_window_tokens": float(window), "chunks_over_embed_window": float((n > window).mean()),
+            "tokens_never_embedded": float(np.clip(n - window, 0, None).sum() / total) if total else 0.0}

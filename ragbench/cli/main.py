@@ -56,11 +56,15 @@ def sweep(
     workers: Annotated[int, typer.Option(help="Dask worker processes of a new local cluster", min=1)] = 2,
     address: Annotated[Optional[str], typer.Option(help="an existing Dask scheduler (tcp://host:8786) instead of "
                                                         "a local cluster")] = None,
+    fresh: Annotated[bool, typer.Option(help="evaluate every config anew instead of reusing stored results "
+                                             "(and instead of resuming)")] = False,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
-    Re-running an unchanged sweep re-embeds nothing; an interrupted sweep resumes where it stopped. Exit code 1
-    when any config failed, 2 on invalid input.
+    Re-running an unchanged sweep re-embeds nothing and re-evaluates nothing: a config already evaluated on the same
+    data with the same settings and evaluation version reuses its stored results (the log names the sweep they
+    came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. Exit code 1 when any
+    config failed, 2 on invalid input.
     """
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
@@ -81,11 +85,11 @@ def sweep(
                 configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
                 from flows.sweep import sweep_flow
 
-                result = sweep_flow(str(config), home=str(settings.home), workers=pool)
+                result = sweep_flow(str(config), home=str(settings.home), fresh=fresh, workers=pool)
             else:
                 from ragbench.sweep import run_sweep
 
-                result = run_sweep(cfg, settings, fail_fast=fail_fast, workers=pool)
+                result = run_sweep(cfg, settings, fail_fast=fail_fast, fresh=fresh, workers=pool)
         finally:
             if pool is not None:
                 pool.close()
@@ -166,31 +170,59 @@ def _folder_table(scan) -> Table:
     return t
 
 
-def _spec_for(path: Path, split: str, questions: Optional[Path], holdout: Optional[float], include: list[str],
-              exclude: list[str]):
-    """The dataset spec ``datasets validate`` checks: a sweep config's dataset, a SQuAD file, a BEIR folder (it has
-    corpus.jsonl) or a folder of documents."""
+def _spec_for(path: Optional[Path], config: Optional[Path], given: dict):
+    """The dataset spec ``datasets validate`` checks: a sweep config's dataset (``--config``, or a YAML given as the
+    path), else a SQuAD file, a BEIR folder (it has corpus.jsonl) or a folder of documents; ``given`` options
+    override its fields."""
     from ragbench.config import DatasetSpec, load_config
 
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        return load_config(path).dataset
-    if path.suffix == ".json":
-        return DatasetSpec(path=path, split=split, format="squad", queries="all", holdout=holdout)
-    if path.is_dir() and not (path / "corpus.jsonl").is_file():
-        return DatasetSpec(path=path, format="folder", questions=questions, include=tuple(include),
-                           exclude=tuple(exclude), queries="all", holdout=holdout)
-    return DatasetSpec(path=path, split=split, format="beir", queries="all", holdout=holdout)
+    if config is None and path is not None and path.suffix in (".yaml", ".yml") and path.is_file():
+        config, path = path, None
+    if config is not None:
+        base = load_config(config).dataset.model_dump()
+        if path is not None:
+            base["path"] = path
+    elif path is not None:
+        fmt = "squad" if path.suffix == ".json" else (
+            "folder" if path.is_dir() and not (path / "corpus.jsonl").is_file() else "beir")
+        base = {"path": path, "queries": "all", "format": fmt}
+    else:
+        raise RagbenchError("give a dataset PATH or --config FILE")
+    return DatasetSpec(**{**base, **given})
 
 
 _INCLUDE = typer.Option(help="folder datasets: glob of files to read (repeat it); default every file")
 _EXCLUDE = typer.Option(help="folder datasets: glob of files to leave out (repeat it)")
 
 
+class QueriesOption(str, Enum):
+    in_qrels = "in_qrels"
+    all = "all"
+
+
+class SquadDocuments(str, Enum):
+    paragraph = "paragraph"
+    article = "article"
+
+
 @datasets_app.command("validate")
 def datasets_validate(
-    path: Annotated[Path, typer.Argument(help="a folder of documents, a BEIR folder, a SQuAD JSON file, or a sweep "
-                                              "YAML (its dataset)")],
-    split: Annotated[str, typer.Option(help="qrels split (BEIR, SQuAD)")] = "test",
+    path: Annotated[Optional[Path], typer.Argument(help="a folder of documents, a BEIR folder, a SQuAD JSON file, or "
+                                                        "a sweep YAML (its dataset)")] = None,
+    config: Annotated[Optional[Path], typer.Option(help="validate the dataset section of this sweep config "
+                                                        "(options below then override its fields)")] = None,
+    format: Annotated[Optional[str], typer.Option(help="dataset format (beir, squad, folder, ...); default: squad "
+                                                       "for a .json file, folder for a folder without corpus.jsonl, "
+                                                       "else beir")] = None,
+    split: Annotated[Optional[str], typer.Option(help="qrels split (default test)")] = None,
+    queries: Annotated[Optional[QueriesOption], typer.Option(help="in_qrels or all (default: all without "
+                                                                  "--config, to check every query)")] = None,
+    spans: Annotated[Optional[bool], typer.Option("--spans/--no-spans", help="load span labels")] = None,
+    squad_documents: Annotated[Optional[SquadDocuments], typer.Option(help="SQuAD documents: paragraph or "
+                                                                           "article")] = None,
+    max_queries: Annotated[Optional[int], typer.Option(help="seeded sample of this many queries")] = None,
+    max_docs: Annotated[Optional[int], typer.Option(help="judged docs plus seeded distractors up to this many")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="sampling seed")] = None,
     questions: Annotated[Optional[Path], typer.Option(help="folder datasets: the questions file (default "
                                                            "questions.csv/.jsonl/.yaml in the folder)")] = None,
     holdout: Annotated[Optional[float], typer.Option(help="check that this held-out share can be split off")] = None,
@@ -199,16 +231,25 @@ def datasets_validate(
     home: Annotated[Optional[Path], typer.Option(help="ragbench home whose cache keeps converted documents")] = None,
 ) -> None:
     """Load a dataset with full validation and print its summary. Every problem is listed at once, each naming its
-    file and line; files that cannot be read are skipped with a warning. Exit code 2 when the labels are invalid."""
+    file and line; files that cannot be read are skipped with a warning. Exit code 2 when the labels are invalid.
+
+    Takes the same dataset options as a sweep config's `dataset` section (`--squad-documents article`, ...), or
+    `--config FILE` to validate that config's dataset exactly as a sweep would load it (same fingerprint).
+    """
     from pydantic import ValidationError
 
     from ragbench.core.settings import Settings
     from ragbench.data import holdout_split, load_dataset
     from ragbench.data.folder import folder_dataset
 
+    given = {"format": format, "split": split, "queries": queries.value if queries else None, "spans": spans,
+             "squad_documents": squad_documents.value if squad_documents else None, "max_queries": max_queries,
+             "max_docs": max_docs, "seed": seed, "questions": questions, "holdout": holdout,
+             "include": tuple(include) or None, "exclude": tuple(exclude) or None}
+    given = {k: v for k, v in given.items() if v is not None}
     scan = None
     try:
-        spec = _spec_for(path, split, questions, holdout, include, exclude)
+        spec = _spec_for(path, config, given)
         cache = Settings.from_env(home=home).home / "cache"
         if spec.format == "folder":
             ds, scan = folder_dataset(spec, cache)
@@ -217,12 +258,13 @@ def datasets_validate(
         split_line = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.seed).describe() \
             if spec.holdout is not None else None
     except ValidationError as e:
-        _fail(ValueError("; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())))
+        _fail(RagbenchError("invalid dataset options: " + "; ".join(
+            f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
     except RagbenchError as e:
         _fail(e)
     if scan is not None:
         console.print(_folder_table(scan))
-    t = Table(title=f"{path}")
+    t = Table(title=f"{spec.path}")
     t.add_column("property")
     t.add_column("value", justify="right")
     for k, v in ds.summary().items():

@@ -6,15 +6,18 @@ weights revision, so changing only retrieval settings (k, fusion, reranking) nev
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from ragbench.chunking.stats import window_statistics
 from ragbench.core.cache import EmbedStats, VectorCache
+from ragbench.core.errors import ModelError
 from ragbench.core.hashing import text_hash
-from ragbench.core.models import load_sentence_transformer, resolve_device, resolve_model
+from ragbench.core.models import count_tokens, load_sentence_transformer, load_tokenizer, resolve_device, resolve_model
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
 from ragbench.core.workers import InProcess, Workers, chunked
@@ -27,6 +30,31 @@ def model_key(spec: EmbedderSpec) -> str:
     """Model id + weights revision (+ sequence length when overridden): the identity of a vector space."""
     key = resolve_model(spec.model).key
     return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
+
+
+def embedding_window(spec: EmbedderSpec) -> int | None:
+    """Content tokens the embedder reads of one text: its max sequence length (``spec.max_seq_length``, else the
+    model folder's ``sentence_bert_config.json``) minus the special tokens its tokenizer adds ([CLS] and [SEP] for
+    BERT-style models). None when it reads every token (a static Model2Vec model) or no limit is recorded."""
+    m = resolve_model(spec.model)
+    if m.kind == "model2vec":
+        return None  # static embeddings: every token is looked up
+    limit = spec.max_seq_length
+    if limit is None and m.path is not None and (m.path / "sentence_bert_config.json").is_file():
+        limit = json.loads((m.path / "sentence_bert_config.json").read_text()).get("max_seq_length")
+    if not limit:
+        return None
+    return int(limit) - len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
+
+
+def embedding_window_statistics(texts: list[str], spec: EmbedderSpec) -> dict[str, float]:
+    """:func:`ragbench.chunking.stats.window_statistics` of document ``texts`` as this embedder sees them (document
+    prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with."""
+    try:
+        counts = count_tokens([spec.document_prompt + t for t in texts], spec.model)
+        return window_statistics(counts, embedding_window(spec))
+    except ModelError:
+        return {}
 
 
 def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache, segment_rows: int = 512,

@@ -13,24 +13,31 @@ Conventions
   alone, because chat models wrap short gold spans in sentences ("The default is 256MiB."); EM and F1 are reported
   too.
 * **Context candidates**: the top ``max(4 k, 20)`` ranks of the run feed :func:`ragbench.generation.llm.context.build_context`,
-  so near-duplicate removal can still fill ``k``.
-* **Gold evidence** of a query (oracle arm B): its span texts (relevance > 0, overlapping spans merged) ordered by
-  relevance then document and offset; the whole text of its relevant documents (qrels) when it has no spans; nothing
-  for unanswerable queries (arm B then tests abstention on an empty context).
-* **Gold in context** (answerable queries): a gold answer string is in the assembled context
-  (``answer_in_context``) or a context chunk is relevant (overlaps a gold span; with qrels only, belongs to a
-  relevant document). **Gold in pool**: the same over the top ``pool_depth`` ranks of the run (in-context implies
-  in-pool). For unanswerable queries both hold vacuously (there is nothing to retrieve), so a hallucination with a
-  distractor context is CONTEXT_DILUTION and one with an empty context a GENERATION_BUG.
+  so near-duplicate removal can still fill ``k``; a chunk longer than the budget left is cut (or dropped) by the
+  context's ``overflow`` rule.
+* **Gold evidence** of a query (oracle arm B): its gold *passages* (:mod:`ragbench.generation.oracle`: the
+  sentences/paragraph holding its spans, or its judged documents around the best-matching sentence, bounded by the
+  same token budget); nothing for unanswerable queries (arm B then tests abstention on an empty context).
+* **Evidence in a chunk** (answerable queries): with span labels, the chunk's shown characters overlap a gold
+  span; with document labels only, the chunk belongs to a judged document (unless the budget cut away every
+  occurrence of the answer it held); either way, or a gold answer string is in the chunk's shown text
+  (``answer_in_context``: chunk text only, never the ``[n]`` labels or the prompt).
+* **Gold in context**: a shown chunk holds evidence. **Gold lost to the budget**: not in context, but one of the
+  top-k chunks (after near-duplicate removal, before the budget) held evidence in its full text — the budget cut
+  or dropped it. **Gold in pool**: in context, lost to the budget, or evidence in any of the top ``pool_depth``
+  ranks of the run. For unanswerable queries, in context and in pool hold vacuously (there is nothing to
+  retrieve), so a hallucination with a distractor context is CONTEXT_DILUTION and one with an empty context a
+  GENERATION_BUG.
 
 Oracle verdicts (:func:`oracle_verdict`; the oracle arm is consulted first, as in the oracle test: if the model
 fails even with only the gold evidence, better retrieval cannot help)::
 
-    arm A correct                                   -> PASS
-    arm A wrong, arm B wrong                        -> GENERATION_BUG
-    arm A wrong, arm B right, gold in context       -> CONTEXT_DILUTION
-    arm A wrong, arm B right, gold in pool only     -> RETRIEVAL_MISS_RANKING        (reachable by reranking)
-    arm A wrong, arm B right, gold not in pool      -> RETRIEVAL_MISS_REPRESENTATION (chunking/embedding miss)
+    arm A correct                                        -> PASS
+    arm A wrong, arm B wrong                             -> GENERATION_BUG
+    arm A wrong, arm B right, gold in context            -> CONTEXT_DILUTION
+    arm A wrong, arm B right, gold lost to the budget    -> CONTEXT_BUDGET                (raise the budget, or chunk smaller)
+    arm A wrong, arm B right, gold in pool only          -> RETRIEVAL_MISS_RANKING        (reachable by reranking)
+    arm A wrong, arm B right, gold not in pool           -> RETRIEVAL_MISS_REPRESENTATION (chunking/embedding miss)
 """
 
 from __future__ import annotations
@@ -43,30 +50,37 @@ import polars as pl
 
 from ragbench.data.dataset import Dataset
 from ragbench.generation.llm.client import ChatClient
-from ragbench.generation.llm.context import AssembledContext, ContextSpec, build_context
-from ragbench.generation.llm.graders import answer_in_context, contains, grade
+from ragbench.generation.llm.context import AssembledContext, ChunkTexts, ContextSpec, build_context
+from ragbench.generation.llm.graders import contains_normalised, grade, normalised_golds, normalize_answer
+from ragbench.generation.oracle import GoldPassages
 
 PASS = "PASS"
 RETRIEVAL_MISS_RANKING = "RETRIEVAL_MISS_RANKING"
 RETRIEVAL_MISS_REPRESENTATION = "RETRIEVAL_MISS_REPRESENTATION"
 CONTEXT_DILUTION = "CONTEXT_DILUTION"
+CONTEXT_BUDGET = "CONTEXT_BUDGET"
 GENERATION_BUG = "GENERATION_BUG"
-VERDICTS = (PASS, RETRIEVAL_MISS_RANKING, RETRIEVAL_MISS_REPRESENTATION, CONTEXT_DILUTION, GENERATION_BUG)
+VERDICTS = (PASS, RETRIEVAL_MISS_RANKING, RETRIEVAL_MISS_REPRESENTATION, CONTEXT_DILUTION, CONTEXT_BUDGET,
+            GENERATION_BUG)
 K_SWEEP = (1, 3, 5, 10, 20)
 
 ANSWER_SCHEMA = {"query_id": pl.String, "query_class": pl.String, "answerable": pl.Boolean, "n_chunks": pl.Int32,
                  "chunk_ids": pl.List(pl.String), "context_tokens": pl.Int32, "prompt_tokens": pl.Int32,
                  "answer": pl.String, "em": pl.Float64, "f1": pl.Float64, "contains": pl.Float64,
                  "insufficient": pl.Boolean, "correct": pl.Boolean, "answer_in_context": pl.Float64,
-                 "cached": pl.Boolean, "seconds": pl.Float64}
+                 "cached": pl.Boolean, "seconds": pl.Float64, "budget_cut": pl.Int32, "budget_dropped": pl.Int32}
 ORACLE_SCHEMA = {"query_id": pl.String, "query_class": pl.String, "answerable": pl.Boolean,
                  "a_answer": pl.String, "a_correct": pl.Boolean, "a_em": pl.Float64, "a_f1": pl.Float64,
                  "b_answer": pl.String, "b_correct": pl.Boolean, "b_em": pl.Float64, "b_f1": pl.Float64,
                  "answer_in_context": pl.Float64, "gold_in_context": pl.Boolean, "gold_in_pool": pl.Boolean,
-                 "n_gold_passages": pl.Int32, "verdict": pl.String}
+                 "gold_lost_to_budget": pl.Boolean, "n_gold_passages": pl.Int32, "verdict": pl.String}
+HITS_SCHEMA = {"query_id": pl.String, "answerable": pl.Boolean, "n_chunks": pl.Int32, "context_tokens": pl.Int32,
+               "answer_in_context": pl.Float64, "budget_cut": pl.Int32, "budget_dropped": pl.Int32,
+               "gold_lost_to_budget": pl.Boolean}
 
 
-def oracle_verdict(arm_a_correct: bool, arm_b_correct: bool, gold_in_context: bool, gold_in_pool: bool) -> str:
+def oracle_verdict(arm_a_correct: bool, arm_b_correct: bool, gold_in_context: bool, gold_in_pool: bool,
+                   gold_lost_to_budget: bool = False) -> str:
     """The oracle-test verdict for one query (table in the module docstring)."""
     if arm_a_correct:
         return PASS
@@ -74,6 +88,8 @@ def oracle_verdict(arm_a_correct: bool, arm_b_correct: bool, gold_in_context: bo
         return GENERATION_BUG
     if gold_in_context:
         return CONTEXT_DILUTION
+    if gold_lost_to_budget:
+        return CONTEXT_BUDGET
     return RETRIEVAL_MISS_RANKING if gold_in_pool else RETRIEVAL_MISS_REPRESENTATION
 
 
@@ -127,130 +143,187 @@ def _candidate_depth(spec: ContextSpec) -> int:
     return max(4 * spec.k, 20)
 
 
-def _answer(queries: list[_Query], ranked: dict[str, list[dict]], client: ChatClient,
-            spec: ContextSpec, progress: Callable | None) -> tuple[pl.DataFrame, dict[str, AssembledContext]]:
-    contexts = {q.query_id: build_context(q.text, [(c["chunk_id"], c["text"])
-                                                   for c in ranked[q.query_id][:_candidate_depth(spec)]], spec)
-                for q in queries}
+class _Evidence:
+    """Where the gold evidence of each query lies (spans by document, or judged documents), to judge contexts."""
+
+    def __init__(self, dataset: Dataset, query_ids: Sequence[str], texts: ChunkTexts):
+        self.texts = texts
+        sp = dataset.spans.filter(pl.col("query_id").is_in(list(query_ids)) & (pl.col("relevance") > 0))
+        self.spans: dict[str, dict[str, list[tuple[int, int]]]] = {}
+        for q, d, s, e in sp.select("query_id", "doc_id", "start", "end").iter_rows():
+            self.spans.setdefault(q, {}).setdefault(d, []).append((s, e))
+        qr = dataset.qrels.filter(pl.col("query_id").is_in(list(query_ids)) & (pl.col("relevance") > 0))
+        self.docs: dict[str, set[str]] = {}
+        for q, d in qr.select("query_id", "doc_id").iter_rows():
+            self.docs.setdefault(q, set()).add(d)
+
+    def labelled(self, query_id: str, doc_id: str, start: int, end: int) -> bool:
+        """Chunk ``doc[start:end]`` holds labelled evidence (span overlap; judged document without spans)."""
+        spans = self.spans.get(query_id)
+        if spans is not None:
+            return any(s < end and start < e for s, e in spans.get(doc_id, ()))
+        return doc_id in self.docs.get(query_id, ())
+
+    def has_answer(self, chunk: dict, golds: list[str]) -> bool:
+        return bool(golds) and bool(contains_normalised([self.texts.normalised(chunk["chunk_id"], chunk["text"])],
+                                                        golds))
+
+    def judge(self, query_id: str, golds: list[str], ctx: AssembledContext,
+              rows: dict[str, dict]) -> tuple[float, bool, bool]:
+        """``(answer_in_context, gold_in_context, gold_lost_to_budget)`` of an answerable query's context (the
+        definitions are in the module docstring)."""
+        cut = set(ctx.cut_ids)
+        found, in_ctx = False, False
+        for cid, shown in zip(ctx.chunk_ids, ctx.texts):
+            r = rows[cid]
+            # a piece cut at a word boundary can hold an answer only if its whole chunk does: normalise it only then
+            answer_here = self.has_answer(r, golds) and (
+                cid not in cut or bool(contains_normalised([normalize_answer(shown)], golds)))
+            found |= answer_here
+            lead = len(r["text"]) - len(r["text"].lstrip())
+            start = r["start"] + lead
+            labelled = self.labelled(query_id, r["doc_id"], start, start + len(shown))
+            if labelled and query_id not in self.spans and cid in cut and not answer_here \
+                    and self.has_answer(r, golds):
+                labelled = False  # a judged document whose answer the cut removed
+            in_ctx |= labelled or answer_here
+        lost = not in_ctx and any(self.labelled(query_id, rows[c]["doc_id"], rows[c]["start"], rows[c]["end"])
+                                  or self.has_answer(rows[c], golds) for c in ctx.considered_ids)
+        return float(found), in_ctx, lost
+
+
+def _assemble(queries: list[_Query], ranked: dict[str, list[dict]], spec: ContextSpec,
+              texts: ChunkTexts) -> dict[str, AssembledContext]:
+    depth = _candidate_depth(spec)
+    return {q.query_id: build_context(q.text, [(c["chunk_id"], c["text"]) for c in ranked[q.query_id][:depth]],
+                                      spec, texts) for q in queries}
+
+
+def _texts(spec: ContextSpec, texts: ChunkTexts | None) -> ChunkTexts:
+    return texts if texts is not None else ChunkTexts(spec.tokenizer, spec.shingle_size)
+
+
+def _answer(queries: list[_Query], ranked: dict[str, list[dict]], client: ChatClient, spec: ContextSpec,
+            progress: Callable | None, evidence: _Evidence) -> tuple[pl.DataFrame, dict[str, AssembledContext]]:
+    contexts = _assemble(queries, ranked, spec, evidence.texts)
     replies = client.complete_many([contexts[q.query_id].as_messages() for q in queries], progress=progress)
     rows = []
     for q, c in zip(queries, replies):
         ctx = contexts[q.query_id]
         g = grade(c.text, q.answers)
+        aic = math.nan
+        if q.answers:
+            by_id = {r["chunk_id"]: r for r in ranked[q.query_id]}
+            aic = evidence.judge(q.query_id, normalised_golds(q.answers), ctx, by_id)[0]
         rows.append({"query_id": q.query_id, "query_class": q.query_class, "answerable": bool(q.answers),
                      "n_chunks": len(ctx.chunk_ids), "chunk_ids": list(ctx.chunk_ids),
                      "context_tokens": ctx.context_tokens, "prompt_tokens": c.prompt_tokens, "answer": c.text,
                      "em": g.em, "f1": g.f1, "contains": g.contains, "insufficient": g.insufficient,
-                     "correct": g.correct,
-                     "answer_in_context": answer_in_context(ctx.context, q.answers) if q.answers else math.nan,
-                     "cached": c.cached, "seconds": c.seconds})
+                     "correct": g.correct, "answer_in_context": aic, "cached": c.cached, "seconds": c.seconds,
+                     "budget_cut": len(ctx.cut_ids), "budget_dropped": len(ctx.dropped_ids)})
     return pl.DataFrame(rows, schema=ANSWER_SCHEMA), contexts
 
 
 # ---------------------------------------------------------------- public stages
 def answer_queries(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, client: ChatClient,
                    context_spec: ContextSpec, sample: int | None = None, seed: int = 0,
-                   progress: Callable | None = None) -> pl.DataFrame:
+                   progress: Callable | None = None, texts: ChunkTexts | None = None) -> pl.DataFrame:
     """Answer each (sampled) query from its retrieved context and grade it; one row per query (``ANSWER_SCHEMA``).
 
     ``prompt_tokens`` is the endpoint's count (null if it reports none); ``context_tokens`` the budget tokenizer's
-    count of the chunk texts; ``answer_in_context`` is NaN for unanswerable queries.
+    count of the chunk texts; ``answer_in_context`` is NaN for unanswerable queries; ``budget_cut`` /
+    ``budget_dropped`` count the top-k chunks the budget cut or left out. ``texts`` caches per-chunk work for
+    ``chunks`` across calls.
     """
     queries = sample_queries(dataset, sample, seed)
-    ranked = _ranked_chunks(chunk_run, chunks, [q.query_id for q in queries], _candidate_depth(context_spec))
-    return _answer(queries, ranked, client, context_spec, progress)[0]
+    qids = [q.query_id for q in queries]
+    ranked = _ranked_chunks(chunk_run, chunks, qids, _candidate_depth(context_spec))
+    return _answer(queries, ranked, client, context_spec, progress,
+                   _Evidence(dataset, qids, _texts(context_spec, texts)))[0]
 
 
 def context_hits(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, context_spec: ContextSpec,
-                 sample: int | None = None, seed: int = 0) -> pl.DataFrame:
+                 sample: int | None = None, seed: int = 0, texts: ChunkTexts | None = None) -> pl.DataFrame:
     """Answer-in-context per query without any LLM (the DPR-style top-k accuracy, cheap enough for every config).
 
-    Columns ``query_id, answerable, n_chunks, context_tokens, answer_in_context`` (NaN for unanswerable queries);
-    the context is assembled exactly as :func:`answer_queries` would send it.
+    Columns :data:`HITS_SCHEMA`: ``answer_in_context`` (NaN for unanswerable queries) on the chunk texts of the
+    context assembled exactly as :func:`answer_queries` would send it, the chunks the budget cut or dropped, and
+    whether gold evidence was retrieved into the top k but lost to the budget (module docstring). Linear in the
+    context size: per-chunk work is done once per chunk through ``texts``.
     """
     queries = sample_queries(dataset, sample, seed)
-    ranked = _ranked_chunks(chunk_run, chunks, [q.query_id for q in queries], _candidate_depth(context_spec))
+    qids = [q.query_id for q in queries]
+    ranked = _ranked_chunks(chunk_run, chunks, qids, _candidate_depth(context_spec))
+    evidence = _Evidence(dataset, qids, _texts(context_spec, texts))
+    contexts = _assemble(queries, ranked, context_spec, evidence.texts)
     rows = []
     for q in queries:
-        ctx = build_context(q.text, [(c["chunk_id"], c["text"]) for c in ranked[q.query_id]], context_spec)
+        ctx = contexts[q.query_id]
+        aic, lost = math.nan, False
+        if q.answers:
+            by_id = {r["chunk_id"]: r for r in ranked[q.query_id]}
+            aic, _, lost = evidence.judge(q.query_id, normalised_golds(q.answers), ctx, by_id)
         rows.append({"query_id": q.query_id, "answerable": bool(q.answers), "n_chunks": len(ctx.chunk_ids),
-                     "context_tokens": ctx.context_tokens,
-                     "answer_in_context": answer_in_context(ctx.context, q.answers) if q.answers else math.nan})
-    return pl.DataFrame(rows, schema={k: ANSWER_SCHEMA[k] for k in ("query_id", "answerable", "n_chunks",
-                                                                  "context_tokens", "answer_in_context")})
+                     "context_tokens": ctx.context_tokens, "answer_in_context": aic,
+                     "budget_cut": len(ctx.cut_ids), "budget_dropped": len(ctx.dropped_ids),
+                     "gold_lost_to_budget": lost})
+    return pl.DataFrame(rows, schema=HITS_SCHEMA)
 
 
-def gold_evidence(dataset: Dataset, query_id: str) -> list[tuple[str, str]]:
-    """``(passage_id, text)`` of a query's gold evidence: merged spans, else relevant whole documents, else []."""
-    from ragbench.evaluation.spans import merge_spans
-
-    texts = dict(zip(dataset.corpus["doc_id"].to_list(), dataset.corpus["text"].to_list()))
-    sp = dataset.spans.filter((pl.col("query_id") == query_id) & (pl.col("relevance") > 0))
-    if sp.height:
-        sp = merge_spans(sp).sort(["relevance", "doc_id", "start"], descending=[True, False, False])
-        return [(f"gold:{d}:{s}-{e}", texts[d][s:e]) for d, s, e in sp.select("doc_id", "start", "end").iter_rows()]
-    qr = (dataset.qrels.filter((pl.col("query_id") == query_id) & (pl.col("relevance") > 0))
-          .sort(["relevance", "doc_id"], descending=[True, False]))
-    return [(f"gold:{d}", texts[d]) for d in qr["doc_id"].to_list()]
-
-
-def _relevant_chunks(dataset: Dataset, chunks: pl.DataFrame, query_ids: Sequence[str]) -> dict[str, set[str]]:
-    """query_id -> chunk ids overlapping its gold spans (or, without spans, chunks of its relevant documents)."""
-    from ragbench.evaluation.spans import chunk_relevance
-
-    out: dict[str, set[str]] = {q: set() for q in query_ids}
-    sp = dataset.spans.filter(pl.col("query_id").is_in(list(query_ids)) & (pl.col("relevance") > 0))
-    with_spans = set(sp["query_id"].to_list())
-    if sp.height:
-        for q, c in chunk_relevance(chunks, sp).select("query_id", "chunk_id").iter_rows():
-            out[q].add(c)
-    qr = dataset.qrels.filter(pl.col("query_id").is_in([q for q in query_ids if q not in with_spans])
-                              & (pl.col("relevance") > 0))
-    if qr.height:
-        for q, c in qr.select("query_id", "doc_id").join(chunks.select("doc_id", "chunk_id"), on="doc_id").select(
-                "query_id", "chunk_id").iter_rows():
-            out[q].add(c)
-    return out
+def gold_evidence(dataset: Dataset, query_id: str, token_budget: int | None = None,
+                  tokenizer: str = "all-MiniLM-L6-v2") -> list[tuple[str, str]]:
+    """``(passage_id, text)`` of a query's gold passages under ``token_budget`` (the oracle arm's context; the rule
+    is :mod:`ragbench.generation.oracle`'s); [] for an unanswerable or unknown query."""
+    q = dataset.queries.filter(pl.col("query_id") == query_id)
+    if not q.height:
+        return []
+    row = q.row(0, named=True)
+    return GoldPassages(dataset, token_budget, tokenizer).for_query(query_id, row["text"], row["answers"] or ())
 
 
 def oracle_test(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, client: ChatClient,
                 context_spec: ContextSpec, pool_depth: int = 50, sample: int | None = None, seed: int = 0,
-                progress: Callable | None = None) -> pl.DataFrame:
-    """Arm A (retrieved context) vs arm B (gold evidence only) per query, with a verdict (``ORACLE_SCHEMA``).
+                progress: Callable | None = None, texts: ChunkTexts | None = None) -> pl.DataFrame:
+    """Arm A (retrieved context) vs arm B (gold passages only) per query, with a verdict (``ORACLE_SCHEMA``).
 
-    Arm B uses ``context_spec``'s instruction and prompt format, with all gold passages, no dedupe and no budget.
-    See the module docstring for gold-in-context / gold-in-pool and the verdict rules.
+    Arm B uses ``context_spec``'s instruction and prompt format with the query's gold passages
+    (:mod:`ragbench.generation.oracle`, bounded by ``context_spec.token_budget``), no dedupe. See the module
+    docstring for gold-in-context, lost-to-budget, gold-in-pool and the verdict rules.
     """
     if pool_depth < context_spec.k:
         raise ValueError(f"pool_depth ({pool_depth}) must be >= the context k ({context_spec.k})")
     queries = sample_queries(dataset, sample, seed)
     qids = [q.query_id for q in queries]
     ranked = _ranked_chunks(chunk_run, chunks, qids, max(pool_depth, _candidate_depth(context_spec)))
-    arm_a, ctx_a = _answer(queries, ranked, client, context_spec, progress)
+    evidence = _Evidence(dataset, qids, _texts(context_spec, texts))
+    arm_a, ctx_a = _answer(queries, ranked, client, context_spec, progress, evidence)
 
-    gold = {q.query_id: gold_evidence(dataset, q.query_id) if q.answers else [] for q in queries}
+    passages = GoldPassages(dataset, context_spec.token_budget, context_spec.tokenizer)
+    gold = {q.query_id: passages.for_query(q.query_id, q.text, q.answers) for q in queries}
     ctx_b = {q.query_id: build_context(q.text, gold[q.query_id], replace(
         context_spec, k=max(len(gold[q.query_id]), 1), dedupe=False, token_budget=None, ordering="score"))
         for q in queries}
     replies_b = client.complete_many([ctx_b[q].as_messages() for q in qids], progress=progress)
-    relevant = _relevant_chunks(dataset, chunks, qids)
 
     rows = []
     for q, a, b in zip(queries, arm_a.iter_rows(named=True), replies_b):
         gb = grade(b.text, q.answers)
+        lost = False
         if q.answers:
-            in_ctx = bool(a["answer_in_context"]) or bool(relevant[q.query_id] & set(ctx_a[q.query_id].chunk_ids))
-            pool = ranked[q.query_id][:pool_depth]
-            in_pool = in_ctx or any(c["chunk_id"] in relevant[q.query_id] for c in pool) or any(
-                contains(c["text"], q.answers) for c in pool)
+            golds = normalised_golds(q.answers)
+            by_id = {r["chunk_id"]: r for r in ranked[q.query_id]}
+            _, in_ctx, lost = evidence.judge(q.query_id, golds, ctx_a[q.query_id], by_id)
+            in_pool = in_ctx or lost or any(
+                evidence.labelled(q.query_id, c["doc_id"], c["start"], c["end"]) or evidence.has_answer(c, golds)
+                for c in ranked[q.query_id][:pool_depth])
         else:
             in_ctx = in_pool = True  # vacuous: nothing to retrieve
         rows.append({"query_id": q.query_id, "query_class": q.query_class, "answerable": bool(q.answers),
                      "a_answer": a["answer"], "a_correct": a["correct"], "a_em": a["em"], "a_f1": a["f1"],
                      "b_answer": b.text, "b_correct": gb.correct, "b_em": gb.em, "b_f1": gb.f1,
                      "answer_in_context": a["answer_in_context"], "gold_in_context": in_ctx, "gold_in_pool": in_pool,
-                     "n_gold_passages": len(gold[q.query_id]),
-                     "verdict": oracle_verdict(a["correct"], gb.correct, in_ctx, in_pool)})
+                     "gold_lost_to_budget": lost, "n_gold_passages": len(gold[q.query_id]),
+                     "verdict": oracle_verdict(a["correct"], gb.correct, in_ctx, in_pool, lost)})
     return pl.DataFrame(rows, schema=ORACLE_SCHEMA)
 
 
@@ -269,7 +342,7 @@ def summarize_answers(table: pl.DataFrame) -> dict[str, float]:
 
 
 def verdict_counts(oracle: pl.DataFrame) -> dict[str, int]:
-    """Count of each verdict (all five keys, zeros included)."""
+    """Count of each verdict (every key of :data:`VERDICTS`, zeros included)."""
     counts = dict(oracle.group_by("verdict").len().iter_rows())
     unknown = set(counts) - set(VERDICTS)
     if unknown:
@@ -316,9 +389,10 @@ def k_sweep(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, cli
     queries = sample_queries(dataset, sample, seed)
     qids = [q.query_id for q in queries]
     ranked = _ranked_chunks(chunk_run, chunks, qids, _candidate_depth(replace(context_spec, k=ks[-1])))
+    evidence = _Evidence(dataset, qids, ChunkTexts(context_spec.tokenizer, context_spec.shingle_size))
     rows = []
     for k in ks:
-        table, _ = _answer(queries, ranked, client, replace(context_spec, k=k), progress)
+        table, _ = _answer(queries, ranked, client, replace(context_spec, k=k), progress, evidence)
         s = summarize_answers(table)
         measure, recall = _retrieval_recall(dataset, chunk_run, chunks, qids, k)
         rows.append({"k": k, "n_queries": table.height, "accuracy": s["answer_accuracy"], "em": s["answer_em"],

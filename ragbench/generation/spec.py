@@ -20,6 +20,8 @@ class ContextAssemblySpec(Spec):
     tokenizer: str = "all-MiniLM-L6-v2"
     instruction: str | None = Field(None, description="default: answer using ONLY the context, else reply "
                                                       "exactly INSUFFICIENT_CONTEXT")
+    overflow: Literal["cut", "drop"] = Field("cut", description="a chunk longer than the budget left: cut it to "
+                                                               "fit (then stop), or drop it and try the next")
 
 
 class LocalServerSpec(Spec):

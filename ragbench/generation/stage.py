@@ -23,7 +23,7 @@ from ragbench.generation.answering import (
     summarize_answers,
     verdict_counts,
 )
-from ragbench.generation.llm.context import DEFAULT_INSTRUCTION, ContextSpec
+from ragbench.generation.llm.context import DEFAULT_INSTRUCTION, ChunkTexts, ContextSpec
 from ragbench.generation.spec import GenerationSpec
 
 
@@ -31,7 +31,7 @@ def context_spec(spec: GenerationSpec) -> ContextSpec:
     c = spec.context
     return ContextSpec(k=c.k, ordering=c.ordering, dedupe=c.dedupe, dedupe_threshold=c.dedupe_threshold,
                        token_budget=c.token_budget, tokenizer=c.tokenizer,
-                       instruction=c.instruction or DEFAULT_INSTRUCTION)
+                       instruction=c.instruction or DEFAULT_INSTRUCTION, overflow=c.overflow)
 
 
 class Generator:
@@ -86,19 +86,34 @@ class Generator:
             self._server = None
 
 
-def answer_in_context_metrics(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame,
-                              spec: GenerationSpec | None) -> dict[str, float]:
-    """DPR-style answer-in-context of the assembled context (no LLM), for every config of a dataset with answers."""
+def answer_in_context_metrics(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, spec: GenerationSpec | None,
+                              texts: ChunkTexts | None = None) -> dict[str, float]:
+    """Context measures of the assembled context, no LLM, for every config of a dataset with answers:
+
+    * ``answer_in_context@k``: share of answerable queries whose context's chunk texts hold a gold answer;
+    * ``empty_contexts@k``: number of queries (all of them) whose context is empty — nothing retrieved, or the
+      budget dropped everything (``overflow: drop``); the sweep warns when it is not 0;
+    * ``gold_lost_to_budget@k``: share of answerable queries whose gold evidence was in the top k but was cut or
+      dropped by the token budget.
+
+    ``texts`` (one per chunk table and context tokenizer) makes repeated calls reuse per-chunk work.
+    """
     if not ds.queries["answers"].list.len().sum():
         return {}
     ctx = context_spec(spec) if spec else ContextSpec()
-    hits = context_hits(ds, run, chunks, ctx)
-    answerable = hits.filter(pl.col("answerable"))["answer_in_context"]
-    return {f"answer_in_context@{ctx.k}": float(answerable.mean()) if answerable.len() else float("nan")}
+    if texts is not None and (texts.tokenizer, texts.shingle_size) != (ctx.tokenizer, ctx.shingle_size):
+        texts = None
+    hits = context_hits(ds, run, chunks, ctx, texts=texts)
+    answerable = hits.filter(pl.col("answerable"))
+    nan = float("nan")
+    return {f"answer_in_context@{ctx.k}": float(answerable["answer_in_context"].mean()) if answerable.height else nan,
+            f"empty_contexts@{ctx.k}": float((hits["n_chunks"] == 0).sum()),
+            f"gold_lost_to_budget@{ctx.k}": float(answerable["gold_lost_to_budget"].mean())
+            if answerable.height else nan}
 
 
-def generation_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generator: Generator
-                     ) -> tuple[dict[str, float], pl.DataFrame]:
+def generation_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generator: Generator,
+                     texts: ChunkTexts | None = None) -> tuple[dict[str, float], pl.DataFrame]:
     """Answer a seeded sample of queries from this config's context, grade them, and run the oracle test.
 
     Returns the means (``answer_accuracy``, ``answer_em``, ``answer_f1``, ``answer_contains``, ...) and verdict
@@ -107,14 +122,16 @@ def generation_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, gener
     spec = generator.spec
     client = generator.client()
     ctx = context_spec(spec)
-    answers = answer_queries(ds, run, chunks, client, ctx, sample=spec.sample, seed=spec.seed)
+    if texts is not None and (texts.tokenizer, texts.shingle_size) != (ctx.tokenizer, ctx.shingle_size):
+        texts = None
+    answers = answer_queries(ds, run, chunks, client, ctx, sample=spec.sample, seed=spec.seed, texts=texts)
     metrics = summarize_answers(answers)
     if spec.oracle:  # arm A repeats the prompts above: served from the response cache
         oracle = oracle_test(ds, run, chunks, client, ctx, pool_depth=spec.pool_depth, sample=spec.sample,
-                             seed=spec.seed)
+                             seed=spec.seed, texts=texts)
         metrics.update({f"oracle_{v}": float(n) for v, n in verdict_counts(oracle).items()})
         answers = answers.join(oracle.select("query_id", "b_answer", "b_correct", "gold_in_context", "gold_in_pool",
-                                             "verdict"), on="query_id", how="left")
+                                             "gold_lost_to_budget", "verdict"), on="query_id", how="left")
     return metrics, answers
 
 
@@ -125,4 +142,5 @@ def k_sweep_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generato
     return k_sweep(ds, run, chunks, generator.client(), ctx, ks=spec.k_sweep.ks, sample=spec.sample, seed=spec.seed)
 
 
-ANSWERS_COLUMNS = [*ANSWER_SCHEMA, "b_answer", "b_correct", "gold_in_context", "gold_in_pool", "verdict"]
+ANSWERS_COLUMNS = [*ANSWER_SCHEMA, "b_answer", "b_correct", "gold_in_context", "gold_in_pool", "gold_lost_to_budget",
+                   "verdict"]

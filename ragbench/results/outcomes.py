@@ -47,6 +47,7 @@ class ConfigResult:
     ann: pl.DataFrame | None = None  # HNSW recall vs exact per hnsw_ef
     answers: pl.DataFrame | None = None  # LLM answers and oracle verdicts
     artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)  # further tables for MLflow
+    eval_key: str | None = None  # what the results depend on: a later sweep with the same key reuses them
 
     @property
     def per_query(self) -> pl.DataFrame:
@@ -81,11 +82,12 @@ class ConfigOutcome:
     config_id: str
     name: str
     spec: dict
-    status: str  # finished | failed | skipped (finished in an earlier attempt of this sweep)
+    status: str  # finished | failed | skipped (finished in an earlier attempt of this sweep, or reused)
     metrics: dict[str, float] = field(default_factory=dict)
     n_queries: int = 0
     n_unlabelled: int = 0
     error: str | None = None
+    reused_from: str | None = None  # the sweep whose stored results this config reused
 
 
 @dataclass(frozen=True)

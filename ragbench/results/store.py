@@ -5,6 +5,11 @@ retrieved chunk ids and scores of every query of every config: the log line RAG 
 per-config side tables, ``k_sweep`` and ``promotions`` (what went to production, see
 :mod:`ragbench.promotion.registry`).
 
+``configs.eval_key`` identifies what a finished config's results depend on (config, dataset fingerprint,
+evaluation settings, evaluation code version: :func:`ragbench.sweep.evaluate.evaluation_key`); a later sweep with
+the same key copies the rows instead of evaluating again (:meth:`ResultStore.reusable_configs`,
+:meth:`ResultStore.copy_configs`), and ``configs.reused_from`` names the sweep that evaluated them.
+
 This module is the one owner of the schema: every DDL and SQL statement of the package lives here, behind named
 methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` stays as a read-only escape hatch
 for people and tests, not for library code.
@@ -72,10 +77,17 @@ CREATE TABLE IF NOT EXISTS promotions (
     rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
+ALTER TABLE configs ADD COLUMN IF NOT EXISTS eval_key VARCHAR;
+ALTER TABLE configs ADD COLUMN IF NOT EXISTS reused_from VARCHAR;
+ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
+ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
+ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
 """
 
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
                      "ann_fidelity", "answers")
+_CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, status, error, n_queries, n_unlabelled, "
+                   "retrieval_ms_per_query, mlflow_run_id, finished_at, eval_key")
 
 
 def _lock_holder(message: str) -> str:
@@ -267,10 +279,11 @@ class ResultStore:
                 con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM incoming")
                 con.unregister("incoming")
             con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, result.config_id])
-            con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'finished', NULL, ?, ?, ?, ?, ?)",
+            con.execute(f"INSERT INTO configs ({_CONFIG_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'finished', NULL, ?, ?, "
+                        "?, ?, ?, ?)",
                         [sweep_id, result.config_id, result.name, json.dumps(result.spec, sort_keys=True),
                          result.dataset_fingerprint, result.n_queries, result.n_unlabelled, result.ms_per_query,
-                         mlflow_run_id, _now()])
+                         mlflow_run_id, _now(), result.eval_key])
 
     def write_config_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
                              error: str, mlflow_run_id: str | None = None) -> None:
@@ -279,9 +292,61 @@ class ResultStore:
             for table in PER_CONFIG_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
             con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
-            con.execute("INSERT INTO configs VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, NULL, ?, ?)",
-                        [sweep_id, config_id, name, json.dumps(redact_obj(spec), sort_keys=True), dataset_fingerprint, redact(error),
+            con.execute(f"INSERT INTO configs ({_CONFIG_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, "
+                        "NULL, ?, ?, NULL)",
+                        [sweep_id, config_id, name, json.dumps(redact_obj(spec), sort_keys=True), dataset_fingerprint,
+                         redact(error),
                          mlflow_run_id, _now()])
+
+    def reusable_configs(self, eval_keys: dict[str, str], prefer: str | None = None) -> dict[str, tuple[str, str]]:
+        """``config_id -> (sweep_id, origin)`` for each config of ``eval_keys`` (``config_id -> eval_key``) that has a
+        finished result with the same evaluation key: the sweep holding it — ``prefer`` (the sweep being resumed)
+        when it has one, else the newest sweep's — and the sweep that evaluated it (``reused_from``, or that same sweep).
+        Configs finished before keys were stored (``eval_key`` NULL) never match."""
+        if not eval_keys:
+            return {}
+        wanted = pl.DataFrame({"config_id": list(eval_keys), "eval_key": list(eval_keys.values())})
+        with self.connect(read_only=True) as con:
+            con.register("wanted", wanted.to_arrow())
+            rows = con.execute(
+                "SELECT c.config_id, c.sweep_id, COALESCE(c.reused_from, c.sweep_id) FROM configs c JOIN wanted w "
+                "USING (config_id, eval_key) JOIN sweeps s USING (sweep_id) WHERE c.status = 'finished' "
+                "QUALIFY row_number() OVER (PARTITION BY c.config_id ORDER BY (c.sweep_id = ?) DESC, "
+                "s.started_at DESC, c.sweep_id DESC) = 1", [prefer]).fetchall()
+        return {c: (s, o) for c, s, o in rows}
+
+    def copy_configs(self, to_sweep: str, sources: dict[str, str]) -> None:
+        """Copy each config's rows (every per-config table and its ``configs`` row) from ``sources[config_id]``
+        (a sweep id) into ``to_sweep``, replacing any there, in one transaction. ``reused_from`` names the sweep
+        that evaluated it (followed through earlier copies); ``mlflow_run_id`` stays that evaluation's run."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                for config_id, from_sweep in sources.items():
+                    for table in (*PER_CONFIG_TABLES, "configs"):
+                        con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [to_sweep, config_id])
+                        extra = ", COALESCE(reused_from, sweep_id) AS reused_from" if table == "configs" else ""
+                        con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS sweep_id{extra}) "
+                                    f"FROM {table} WHERE sweep_id = ? AND config_id = ?",
+                                    [to_sweep, from_sweep, config_id])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def copy_k_sweep(self, from_sweep: str, to_sweep: str, config_id: str) -> bool:
+        """Copy the k-sweep rows of ``config_id`` from ``from_sweep`` into ``to_sweep`` (replacing its own); False
+        when ``from_sweep`` has none for that config."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            n = con.execute("SELECT count(*) FROM k_sweep WHERE sweep_id = ? AND config_id = ?",
+                            [from_sweep, config_id]).fetchall()[0][0]
+            if n:
+                con.execute("DELETE FROM k_sweep WHERE sweep_id = ?", [to_sweep])
+                con.execute("INSERT INTO k_sweep SELECT * REPLACE (CAST(? AS VARCHAR) AS sweep_id) FROM k_sweep "
+                            "WHERE sweep_id = ? AND config_id = ?", [to_sweep, from_sweep, config_id])
+            con.execute("COMMIT")
+        return bool(n)
 
     def write_k_sweep(self, sweep_id: str, config_id: str, table: pl.DataFrame) -> None:
         """Replace the sweep's k-sweep rows (accuracy and recall per context size k) in one transaction."""

@@ -2,6 +2,9 @@
 
 Every measure, per query or config-level, comes out in the one long measure table; nothing is stored here
 (:func:`ragbench.results.record.record` does that).
+
+A config's stored results are reused by a later sweep when its :func:`evaluation_key` is unchanged: same config,
+same dataset fingerprint, same evaluation settings and models, same :data:`EVALUATION_VERSION`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ from dataclasses import replace
 import polars as pl
 
 from ragbench.config import RunConfig
-from ragbench.core.models import count_tokens
+from ragbench.core.errors import RagbenchError
+from ragbench.core.hashing import stable_hash
+from ragbench.core.models import count_tokens, resolve_model
 from ragbench.data.dataset import Dataset
 from ragbench.data.holdout import HELDOUT_PREFIX, holdout_split
 from ragbench.embedding.embed import model_key
@@ -24,7 +29,32 @@ from ragbench.generation.stage import answer_in_context_metrics, generation_stag
 from ragbench.results.outcomes import ConfigResult, config_level
 from ragbench.retrieval import RetrievalOutput, retrieve
 from ragbench.sweep.plan import ConfigInputs, EvaluationSpec
-from ragbench.sweep.stages import evaluate_stage
+from ragbench.sweep.stages import context_tokenizer, evaluate_stage
+
+#: Bump when a change to evaluation code can change any stored result (a measure's definition, retrieval, judging,
+#: context assembly, the oracle, chunk statistics, what is stored): stored results of an older version are then
+#: re-evaluated instead of reused. tests/test_evaluation_version.py pins a digest of that code to this number.
+EVALUATION_VERSION = 1
+
+
+def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: EvaluationSpec) -> str:
+    """What a config's results depend on, hashed: the config's spec, the dataset fingerprint, the evaluation
+    settings (metrics, diagnostics, ANN fidelity, generation, query classes), the weights revision of every model
+    it loads (embedder, reranker, tokenizers) and :data:`EVALUATION_VERSION`. Equal keys = results to reuse.
+
+    Not covered: a local .gguf LLM file changed in place under the same path (name it anew, or ``--fresh``).
+    """
+    names = {run_config.embedder.model if run_config.embedder else None, run_config.chunker.tokenizer_name,
+             getattr(run_config.retriever.rerank, "model", None)}
+    models = {}
+    try:
+        names.add(context_tokenizer(run_config))
+        for name in sorted(n for n in names if n):
+            models[name] = resolve_model(name).key
+    except RagbenchError:  # evaluating will fail and say why; nothing is reused for it meanwhile
+        models["unresolved"] = sorted(n for n in names if n)
+    return stable_hash({"evaluation_version": EVALUATION_VERSION, "config": run_config.spec(),
+                        "dataset": dataset_fingerprint, "evaluation": spec.canonical(), "models": models})
 
 
 def evaluate_config(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec,
@@ -81,10 +111,11 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
                                token_counts=token_counts)
     qids = ds.queries["query_id"].to_list()
     level: dict[str, float] = {} if held_out else dict(out.metrics)
-    level.update(answer_in_context_metrics(ds, out.run, out.judged_chunks, spec.generation))
+    texts = inputs.context_texts if out.judged_chunks is inputs.resources.chunks else None  # parents: their own
+    level.update(answer_in_context_metrics(ds, out.run, out.judged_chunks, spec.generation, texts))
     answers = None
     if inputs.generator is not None and not held_out:  # an LLM failure fails the config here, before any write
-        gen_metrics, answers = generation_stage(ds, out.run, out.judged_chunks, inputs.generator)
+        gen_metrics, answers = generation_stage(ds, out.run, out.judged_chunks, inputs.generator, texts)
         level.update(gen_metrics)
     if out.unfiltered_run is not None:
         unfiltered = evaluate_per_query(document_run(out.unfiltered_run), ds.qrels, qids, measures)

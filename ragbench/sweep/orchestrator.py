@@ -29,9 +29,10 @@ from ragbench.core.redact import redact
 from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
-from ragbench.embedding.embed import embed_texts
+from ragbench.embedding.embed import embed_texts, embedding_window_statistics
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
+from ragbench.generation.llm.context import ChunkTexts, ContextSpec
 from ragbench.generation.stage import Generator, k_sweep_stage
 from ragbench.index.build import index_stage
 from ragbench.index.qdrant import open_index
@@ -41,10 +42,13 @@ from ragbench.results.record import record, record_failure
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import open_tracker, sweep_params
 from ragbench.retrieval import RetrievalResources
-from ragbench.sweep.evaluate import evaluate_config
+from ragbench.sweep.evaluate import EVALUATION_VERSION, evaluate_config, evaluation_key
 from ragbench.sweep.plan import ChunkerPlan, ConfigInputs, EvaluationSpec
 from ragbench.sweep.runner import LocalRunner, StageRunner
 from ragbench.sweep.stages import chunk_stage, context_tokenizer, embed_documents_stage, preflight
+
+#: warn when an embedder's window hides more than this share of the chunks' tokens
+WINDOW_WARN_SHARE = 0.05
 
 
 def sweep_settings(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> Settings:
@@ -62,15 +66,20 @@ def experiment_name(cfg: SweepConfig) -> str:
 
 
 def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: StageRunner | None = None,
-              home: Path | str | None = None, fail_fast: bool = False, workers: Workers | None = None) -> SweepResult:
+              home: Path | str | None = None, fail_fast: bool = False, fresh: bool = False,
+              workers: Workers | None = None) -> SweepResult:
     """Run (or resume) a sweep and return what every config scored.
 
     ``workers`` runs the embedding shards (default: here, one after another; a :class:`DaskWorkers` spreads them
     over a Dask cluster, with the same vectors in the same cache).
 
     A sweep of the same spec on the same data that did not finish is resumed: configs already stored are skipped,
-    chunks and vectors come from the cache. A config that raises is recorded as failed; the others go on. Two
-    processes never run the same sweep at once: the second fails with a message naming the first.
+    chunks and vectors come from the cache. A config already evaluated by an earlier sweep with the same
+    evaluation key (same config, dataset fingerprint, evaluation settings and models, and
+    :data:`~ragbench.sweep.evaluate.EVALUATION_VERSION`) is not evaluated again: its stored results are copied
+    into this sweep and the log names the sweep they came from, so rerunning an unchanged sweep costs seconds.
+    ``fresh`` evaluates every config anew (no resume, no reuse). A config that raises is recorded as failed; the
+    others go on. Two processes never run the same sweep at once: the second fails with a message naming the first.
     """
     settings = sweep_settings(cfg, settings, home).apply()
     preflight(cfg, settings)
@@ -83,7 +92,7 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: Sta
     ds = replace(ds, queries=assign_classes(ds.queries, qc.rules, qc.default, qc.override).select(ds.queries.columns))
     spec_hash = stable_hash(cfg.canonical())
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
-        return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast, workers).run()
+        return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast, fresh, workers).run()
 
 
 class _Sweep:
@@ -91,9 +100,9 @@ class _Sweep:
     built lazily, once, and shared by every config that needs them."""
 
     def __init__(self, cfg: SweepConfig, ds: Dataset, settings: Settings, runner: StageRunner, spec_hash: str,
-                 fail_fast: bool, workers: Workers | None = None):
+                 fail_fast: bool, fresh: bool = False, workers: Workers | None = None):
         self.cfg, self.ds, self.settings, self.runner, self.fail_fast = cfg, ds, settings, runner, fail_fast
-        self.workers = workers
+        self.fresh, self.workers = fresh, workers
         self.home = Path(settings.home)
         self.spec_hash = spec_hash
         self.evaluation = EvaluationSpec.of(cfg)
@@ -124,38 +133,57 @@ class _Sweep:
         for w in ds.warnings[:20]:
             log.warning(w)
         configs = cfg.expand()
-        sweep_id = store.find_unfinished_sweep(self.spec_hash, ds.fingerprint)
+        sweep_id = None if self.fresh else store.find_unfinished_sweep(self.spec_hash, ds.fingerprint)
         if sweep_id:
             log.info("resuming sweep %s", sweep_id)
         else:
-            sweep_id = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
+            sweep_id = base = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
+            n = 1
+            while store.sweep(sweep_id) is not None:  # a warm rerun can start within the same second
+                n += 1
+                sweep_id = f"{base}-{n}"
             store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
                               experiment=experiment_name(cfg) if cfg.output.mlflow else None)
         self.sweep_id = sweep_id
-        done = store.finished_configs(sweep_id)
-        log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,
-                 len(configs), len(done & {c.config_id for c in configs}), ds.name, ds.fingerprint,
-                 ds.corpus.height, ds.queries.height, ds.n_unlabelled)
+        self.eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
+        stored = {} if self.fresh else store.reusable_configs(self.eval_keys, prefer=sweep_id)
+        done = {c for c, (source, _) in stored.items() if source == sweep_id}
+        self.reused = {c: origin for c, (source, origin) in stored.items() if source != sweep_id}
+        if self.reused:
+            store.copy_configs(sweep_id, {c: stored[c][0] for c in self.reused})
+        log.info("sweep %s: %d configs (%d already done, %d reused) on %s [%s]: %d docs, %d queries (%d unlabelled)",
+                 sweep_id, len(configs), len(done), len(self.reused), ds.name, ds.fingerprint, ds.corpus.height,
+                 ds.queries.height, ds.n_unlabelled)
+        for c in configs:
+            if c.config_id in self.reused:
+                log.info("config %s: reused the results of sweep %s (same data, config, evaluation settings and "
+                         "evaluation version %d; --fresh re-evaluates)", c.name, self.reused[c.config_id],
+                         EVALUATION_VERSION)
         self._open_tracking()
 
-        outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped") for c in configs if c.config_id in done]
-        todo = [c for c in configs if c.config_id not in done]
+        outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=self.reused.get(c.config_id))
+                    for c in configs if c.config_id in stored]
+        todo = [c for c in configs if c.config_id not in stored]
         with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
             for chunker in cfg.chunkers:
                 mine = [c for c in todo if c.chunker == chunker]
                 if mine:
                     outcomes += self._run_chunker(chunker, mine, advance)
 
-        self._k_sweep()
+        outcomes = self._with_stored_metrics(outcomes)
+        for o in outcomes:
+            if o.reused_from:
+                self._warn(o.name, o.metrics)
+        self._k_sweep(outcomes, stored)
         n_failed = sum(o.status == "failed" for o in outcomes)
         store.finish_sweep(sweep_id, "finished" if n_failed == 0 else "finished_with_failures")
         self._close_tracking(outcomes, n_failed, len(configs))
         self.index.close()
         seconds = time.perf_counter() - t0
-        log.info("sweep %s done in %.1f s: %d configs, %d failed, %d vectors computed", sweep_id, seconds,
-                 len(configs), n_failed, sum(s.computed for s in self.embed_stats))
-        return SweepResult(sweep_id, cfg.name, ds.fingerprint, self.home, self._with_stored_metrics(outcomes),
-                           self.embed_stats, seconds, cfg.metrics.primary, cfg.metrics.show)
+        log.info("sweep %s done in %.1f s: %d configs (%d reused), %d failed, %d vectors computed", sweep_id, seconds,
+                 len(configs), len(self.reused), n_failed, sum(s.computed for s in self.embed_stats))
+        return SweepResult(sweep_id, cfg.name, ds.fingerprint, self.home, outcomes, self.embed_stats, seconds,
+                           cfg.metrics.primary, cfg.metrics.show)
 
     def _open_tracking(self) -> None:
         if not self.cfg.output.mlflow:
@@ -168,6 +196,8 @@ class _Sweep:
                 self.sweep_id, self.cfg.name, sweep_params(self.cfg.dataset.model_dump(mode="json"),
                                                            self.ds.fingerprint))
             self.store.set_sweep_mlflow_run(self.sweep_id, self.parent_run)
+            if self.reused:  # their runs are those of the sweeps that evaluated them
+                self.tracker.client.set_tag(self.parent_run, "ragbench.reused_configs", str(len(self.reused)))
         except Exception as e:
             log.warning("MLflow unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` later",
                         str(e).splitlines()[0][:200])
@@ -199,6 +229,7 @@ class _Sweep:
                 inputs = self._inputs(run_config, chunker, plan)
                 result, out = self.runner.run(f"evaluate-{run_config.config_id}", evaluate_config, run_config,
                                               self.ds, self.measures, self.evaluation, inputs)
+                result = replace(result, eval_key=self.eval_keys[run_config.config_id])
                 record(result, self.sweep_id, self.store, self.tracker, self.parent_run)
                 self._log_result(result)
                 outcomes.append(result.outcome())
@@ -221,8 +252,17 @@ class _Sweep:
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
                                        rerankers=self.rerankers)
         counts, stats = plan.tokens[tok]
-        inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator)
+        gen = self.cfg.generation
+        ctx_tok = gen.context.tokenizer if gen is not None else ContextSpec().tokenizer
+        if ctx_tok not in plan.context_texts:  # per-chunk context work, shared by this chunker's configs
+            plan.context_texts[ctx_tok] = ChunkTexts(ctx_tok, ContextSpec().shingle_size,
+                                                     plan.tokens[ctx_tok][0] if ctx_tok in plan.tokens else None)
         emb = run_config.embedder
+        if emb is not None:
+            if emb.spec_id not in plan.windows:
+                plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"].to_list(), emb)
+            stats = {**stats, **plan.windows[emb.spec_id]}
+        inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok])
         if emb is None:
             return inputs
         s = self.settings
@@ -267,11 +307,44 @@ class _Sweep:
             log.info("config %s: answers EM %.3f F1 %.3f contains %.3f accuracy %.3f, answer-in-context %.3f; "
                      "oracle %s", result.name, means["answer_em"], means["answer_f1"], means["answer_contains"],
                      means["answer_accuracy"], means["answer_in_context"], verdicts)
+        self._warn(result.name, {**means, **{f"chunkstat_{k}": v for k, v in result.chunk_stats.items()}})
 
-    def _k_sweep(self) -> None:
-        """End-to-end accuracy over context sizes k for the best config, on the sweep's parent run and in DuckDB."""
+    def _warn(self, name: str, metrics: dict[str, float]) -> None:
+        """Warnings next to the config's score: empty contexts, and an embedder window that hides the chunks."""
+        primary = self.cfg.metrics.primary
+        score = f"{primary} = {metrics.get(primary, math.nan):.4f}"
+        for key, value in metrics.items():
+            if key.startswith("empty_contexts@") and value > 0:
+                log.warning("config %s (%s): %d quer%s got an empty context (%s): the budget left no room or nothing "
+                            "was retrieved", name, score, value, "y" if value == 1 else "ies", key)
+        over = metrics.get("chunkstat_chunks_over_embed_window", 0.0)
+        unseen = metrics.get("chunkstat_tokens_never_embedded", 0.0)
+        if unseen > WINDOW_WARN_SHARE:
+            log.warning("config %s (%s): %.0f%% of its chunks are longer than the embedder's %d-token window; "
+                        "%.0f%% of their tokens are never embedded (the model reads only the start of long chunks: "
+                        "chunk smaller or raise max_seq_length)", name, score, 100 * over,
+                        metrics.get("chunkstat_embed_window_tokens", 0), 100 * unseen)
+
+    def _k_sweep(self, outcomes: list[ConfigOutcome], stored: dict[str, tuple[str, str]]) -> None:
+        """End-to-end accuracy over context sizes k for the best config, on the sweep's parent run and in DuckDB
+        (copied from the sweep it came from when the best config's results were reused)."""
         gen = self.cfg.generation
-        if self.generator is None or gen.k_sweep is None or self.best is None:
+        if self.generator is None or gen.k_sweep is None:
+            return
+        primary = self.cfg.metrics.primary
+        scored = [(o.metrics.get(primary, math.nan), o) for o in outcomes if o.status == "finished"]
+        scored = [(v, o) for v, o in scored if not math.isnan(v)]
+        if scored:
+            best = max(scored, key=lambda vo: vo[0])[1]
+            if best.config_id in stored and (self.best is None or best.metrics[primary] > self.best[0]):
+                source = stored[best.config_id][0]
+                if source != self.sweep_id and self.store.copy_k_sweep(source, self.sweep_id, best.config_id):
+                    return
+                # its run is not in memory: the best config evaluated now gets the k sweep, if any was
+                log.info("k sweep: no stored k sweep of the best config %s (from sweep %s)%s", best.name,
+                         stored[best.config_id][1], "; --fresh computes one" if self.best is None else
+                         f"; running it on {self.best[1].name}, the best config evaluated now")
+        if self.best is None:
             return
         value, run_config, run, judged = self.best
         try:
@@ -304,7 +377,8 @@ class _Sweep:
         if not any(o.status == "skipped" for o in outcomes):
             return outcomes
         stored = self.store.stored_config_metrics(self.sweep_id)
-        return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", *stored.get(o.config_id, ({}, 0, 0)))
+        return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", *stored.get(o.config_id, ({}, 0, 0)),
+                              reused_from=o.reused_from)
                 if o.status == "skipped" else o for o in outcomes]
 
 

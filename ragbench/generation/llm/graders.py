@@ -14,7 +14,9 @@ With ``norm`` = that function and ``tok(s) = norm(s).split()``:
 * ``is_insufficient(pred)``     = the abstention marker ``INSUFFICIENT_CONTEXT`` appears, case-insensitive, with
   ``_``, ``-``, spaces or nothing between the words, anywhere in the reply ("**Insufficient context.**" counts;
   "the context is insufficient" does not — the prompt asks for the literal marker)
-* ``answer_in_context(context, golds)`` = ``contains(context, golds)``: the DPR-style top-k accuracy, no LLM.
+* ``answer_in_context(texts, golds)`` = any chunk text ``t`` of the assembled context with ``contains(t, golds)``:
+  the DPR-style top-k accuracy, no LLM. Each chunk's *text* is searched on its own, never the numbered prompt, so
+  the ``[n]`` labels, separators and instruction are not evidence (gold "5" is not "found" in a label ``[5]``).
 
 Every function taking ``golds`` raises ``ValueError`` on an empty list: unanswerable queries are graded by
 :func:`grade` on abstention, never silently scored 0.
@@ -28,15 +30,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-_PUNCT = set(string.punctuation)
+_DROP_PUNCT = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _INSUFFICIENT = re.compile(r"insufficient[\s_\-]*context", re.IGNORECASE)
 
 
 def normalize_answer(s: str) -> str:
     """The official SQuAD v1.1 normalisation (lower, remove punctuation, remove articles, fix whitespace)."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = s.lower().translate(_DROP_PUNCT)  # = "".join(ch for ch in s if ch not in string.punctuation), faster
     s = _ARTICLES.sub(" ", s)
     return " ".join(s.split())
 
@@ -80,9 +81,24 @@ def is_insufficient(pred: str) -> bool:
     return bool(_INSUFFICIENT.search(pred))
 
 
-def answer_in_context(context: str, golds: Sequence[str]) -> float:
-    """DPR-style top-k accuracy: does the assembled context contain a gold answer (normalised, token-contiguous)?"""
-    return contains(context, golds)
+def answer_in_context(texts: Sequence[str] | str, golds: Sequence[str]) -> float:
+    """DPR-style top-k accuracy: does one of the context's chunk texts contain a gold answer (normalised,
+    token-contiguous)? Pass the chunk texts (``AssembledContext.texts``), not the numbered prompt: labels and
+    separators must not count. A single string is one text."""
+    texts = [texts] if isinstance(texts, str) else texts
+    return contains_normalised([normalize_answer(t) for t in texts], normalised_golds(golds))
+
+
+def normalised_golds(golds: Sequence[str]) -> list[str]:
+    """The non-empty normalised golds (what :func:`contains` looks for); raises on an empty list like it."""
+    return [n for n in (normalize_answer(g) for g in _golds(golds)) if n]
+
+
+def contains_normalised(texts: Sequence[str], golds: Sequence[str]) -> float:
+    """:func:`contains` over already-normalised texts and golds (the cached path): 1.0 if any gold is a
+    token-contiguous part of any one text."""
+    hays = [f" {t} " for t in texts]
+    return float(any(f" {g} " in h for g in golds for h in hays))
 
 
 @dataclass(frozen=True)
