@@ -75,6 +75,7 @@ def sweep(
     try:
         cfg = load_config(config)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
+        settings.ensure_home()
         preflight(cfg, settings)
         address = address or settings.dask_address
         pool = open_workers(task_runner.value, workers, address) if task_runner is TaskRunner.dask else None

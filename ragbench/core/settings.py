@@ -98,6 +98,22 @@ class Settings:
     def replace(self, **changes) -> "Settings":
         return replace(self, **changes)
 
+    def ensure_home(self) -> Path:
+        """Create the home folder if needed; a path that is a file or cannot be written is a clear error."""
+        from ragbench.core.errors import RagbenchError
+
+        home = Path(self.home)
+        if home.exists() and not home.is_dir():
+            raise RagbenchError(f"home {home} is not a folder (use --home or RAGBENCH_HOME to pick another)")
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+            probe = home / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as e:
+            raise RagbenchError(f"home {home} cannot be written ({e.strerror}); pick another with --home") from None
+        return home
+
     def secret(self, name: str | None) -> str | None:
         """The value of the environment variable ``name`` (an API key a config refers to by name), never logged."""
         return self.environ.get(name) if name else None

@@ -19,7 +19,15 @@ import polars as pl
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.schemas import CORPUS_SCHEMA, QUERY_SCHEMA
-from ragbench.data.dataset import Dataset, _read_jsonl, _read_qrels, _unique_ids, subset, validate_spans
+from ragbench.data.dataset import (
+    Dataset,
+    _read_jsonl,
+    _read_qrels,
+    _unique_ids,
+    relevance_grade,
+    subset,
+    validate_spans,
+)
 from ragbench.data.spec import DatasetSpec, register_loader
 
 
@@ -43,6 +51,18 @@ def load_beir(spec: DatasetSpec) -> Dataset:
     for lineno, obj in corpus_rows:
         if not isinstance(obj["text"], str):
             raise DatasetError(f"{corpus_path}:{lineno}: 'text' must be a string")
+        _mapping(obj, "metadata", f"{corpus_path}:{lineno}")
+    if all(not o["text"].strip() for _, o in corpus_rows):
+        raise DatasetError(f"{corpus_path}: every document's text is empty")
+    for lineno, obj in query_rows:
+        where = f"{queries_path}:{lineno}"
+        if not isinstance(obj["text"], str) or not obj["text"].strip():
+            raise DatasetError(f"{where}: query {obj['_id']!r}: 'text' must be a non-empty string, got "
+                               f"{obj['text']!r:.60}")
+        answers = _mapping(obj, "metadata", where).get("answers", [])
+        if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
+            raise DatasetError(f"{where}: query {obj['_id']!r}: metadata.answers must be a list of strings, got "
+                               f"{answers!r:.60}")
 
     corpus = pl.DataFrame(
         [(str(o["_id"]), str(o.get("title") or ""), o["text"], json.dumps(o.get("metadata") or {}, sort_keys=True))
@@ -55,14 +75,29 @@ def load_beir(spec: DatasetSpec) -> Dataset:
           [str(a) for a in (o.get("metadata") or {}).get("answers", []) or []])
          for _, o in query_rows], schema=QUERY_SCHEMA, orient="row")
     qrels = _read_qrels(qrels_path, set(doc_len), set(query_meta))
+    empty = {str(o["_id"]): n for n, o in corpus_rows if not o["text"].strip()}
+    judged_empty = sorted(set(qrels["doc_id"]) & set(empty), key=empty.get)
+    if judged_empty:
+        did = judged_empty[0]
+        raise DatasetError(f"{corpus_path}:{empty[did]}: document {did!r} is judged in {qrels_path.name} but its "
+                           f"text is empty: no chunk can hold it ({len(judged_empty)} such document(s))")
 
     span_rows: list[tuple] = []
     spans_path = root / "spans" / f"{spec.split}.jsonl"
     sentences_path = root / "sentences.jsonl"
     if spec.spans and spans_path.is_file():
+        judged = {(q, d) for q, d, r in qrels.iter_rows() if r > 0}
         for lineno, o in _read_jsonl(spans_path, ("query_id", "doc_id", "start", "end")):
-            span_rows.append((str(o["query_id"]), str(o["doc_id"]), int(o["start"]), int(o["end"]),
-                              int(o.get("relevance", 1)), f"{spans_path}:{lineno}"))
+            where, q, d = f"{spans_path}:{lineno}", str(o["query_id"]), str(o["doc_id"])
+            if q not in query_meta:
+                raise DatasetError(f"{where}: span for query {q!r}, which is not in queries.jsonl")
+            if (q, d) not in judged:
+                raise DatasetError(f"{where}: span for ({q}, {d}), which {qrels_path.name} does not judge relevant: "
+                                   "evidence must sit in a relevant document")
+            bounds = [o["start"], o["end"]]
+            if not all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+                raise DatasetError(f"{where}: span start and end must be integers, got {bounds!r}")
+            span_rows.append((q, d, o["start"], o["end"], relevance_grade(o.get("relevance", 1), where), where))
     elif spec.spans and sentences_path.is_file():
         span_rows = _sentence_evidence_spans(sentences_path, query_meta, qrels)
 
@@ -76,6 +111,14 @@ def load_beir(spec: DatasetSpec) -> Dataset:
                                "spec": spec.model_dump(mode="json", exclude={"name", "path", "holdout"})})
     ds = Dataset(spec.name or root.name, corpus, queries, qrels, spans, fingerprint, tuple(warnings))
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
+
+
+def _mapping(obj: dict, key: str, where: str) -> dict:
+    """``obj[key]`` when it is a mapping (absent or null: empty); anything else is an error naming ``where``."""
+    value = obj.get(key) or {}
+    if not isinstance(value, dict):
+        raise DatasetError(f"{where}: '{key}' must be an object, got {type(value).__name__} {value!r:.40}")
+    return value
 
 
 def _sentence_evidence_spans(path: Path, query_meta: dict[str, dict], qrels: pl.DataFrame) -> list[tuple]:

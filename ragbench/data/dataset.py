@@ -51,24 +51,47 @@ class Dataset:
 
 
 # ---------------------------------------------------------------- JSONL / TSV readers with file:line errors
+def _text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (a BOM is dropped); any other encoding is an error naming the line."""
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DatasetError(f"{path}:1: UTF-16 text; save the file as UTF-8")
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise DatasetError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); save the file as UTF-8") from None
+
+
+def relevance_grade(value, where: str) -> int:
+    """A relevance label as trec_eval reads it: an integer >= 0 (``2`` and ``2.0`` are the same grade). Anything
+    else (``1.5``, ``-1``, ``inf``, text) is an error naming ``where``: a grade is never truncated or guessed."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise DatasetError(f"{where}: relevance {value!r} is not a number") from None
+    if not number.is_integer() or number < 0:
+        raise DatasetError(f"{where}: relevance {value!r} must be an integer >= 0 (graded labels are 0, 1, 2, ...)")
+    return int(number)
+
+
 def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-            missing = [k for k in required if k not in obj]
-            if missing:
-                raise DatasetError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-            rows.append((lineno, obj))
+    for lineno, line in enumerate(_text_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        missing = [k for k in required if k not in obj]
+        if missing:
+            raise DatasetError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
+        rows.append((lineno, obj))
     return rows
 
 
@@ -85,31 +108,29 @@ def _read_qrels(path: Path, doc_ids: set[str], query_ids: set[str]) -> pl.DataFr
     if not path.is_file():
         raise DatasetError(f"{path}: qrels file not found")
     rows, seen = [], {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.rstrip("\n").split("\t") if "\t" in line else line.split()
-            if not parts or not line.strip():
-                continue
-            if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
-                continue
-            if len(parts) == 4:  # TREC style: qid iter docid rel
-                parts = [parts[0], parts[2], parts[3]]
-            if len(parts) != 3:
-                raise DatasetError(f"{path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
-            qid, did, score = parts
-            try:
-                rel = int(float(score))
-            except ValueError:
-                raise DatasetError(f"{path}:{lineno}: relevance {score!r} is not a number") from None
-            if qid not in query_ids:
-                raise DatasetError(f"{path}:{lineno}: query {qid!r} is not in queries.jsonl")
-            if did not in doc_ids:
-                raise DatasetError(f"{path}:{lineno}: document {did!r} is not in corpus.jsonl")
-            if (qid, did) in seen:
-                raise DatasetError(f"{path}:{lineno}: duplicate judgment for ({qid}, {did}) "
-                                   f"(first on line {seen[(qid, did)]})")
-            seen[(qid, did)] = lineno
-            rows.append((qid, did, rel))
+    for lineno, line in enumerate(_text_lines(path), 1):
+        parts = line.rstrip("\n").split("\t") if "\t" in line else line.split()
+        if not parts or not line.strip():
+            continue
+        if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
+            continue
+        if len(parts) == 4:  # TREC style: qid iter docid rel
+            parts = [parts[0], parts[2], parts[3]]
+        if len(parts) != 3:
+            raise DatasetError(f"{path}:{lineno}: expected 3 tab-separated columns, got {len(parts)}")
+        qid, did, score = parts
+        rel = relevance_grade(score, f"{path}:{lineno}")
+        if qid not in query_ids:
+            raise DatasetError(f"{path}:{lineno}: query {qid!r} is not in queries.jsonl")
+        if did not in doc_ids:
+            raise DatasetError(f"{path}:{lineno}: document {did!r} is not in corpus.jsonl")
+        if (qid, did) in seen:
+            raise DatasetError(f"{path}:{lineno}: duplicate judgment for ({qid}, {did}) "
+                               f"(first on line {seen[(qid, did)]})")
+        seen[(qid, did)] = lineno
+        rows.append((qid, did, rel))
+    if not rows:
+        raise DatasetError(f"{path}: no judgments (an empty qrels file judges nothing)")
     return pl.DataFrame(rows, schema=QRELS_SCHEMA, orient="row")
 
 

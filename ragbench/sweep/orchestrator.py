@@ -83,8 +83,7 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: Sta
     """
     settings = sweep_settings(cfg, settings, home).apply()
     preflight(cfg, settings)
-    home = Path(settings.home)
-    home.mkdir(parents=True, exist_ok=True)
+    home = settings.ensure_home()
     configure_revision_memo(home / "cache" / "revisions.json")
     runner = runner or LocalRunner()
     ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset, home / "cache")
