@@ -38,7 +38,7 @@ output: {{mlflow: false}}
     assert result.n_failed == 0 and len(result.outcomes) == 2
     store = ResultStore(home / "results.duckdb")
     ids = {o.spec["retriever"]["k1"]: o.config_id for o in result.outcomes}
-    pq = per_query_values(store, result.sweep_id, ["ndcg@10"])
+    pq = per_query_values(store, result.sweep_id, ["ndcg@10"])  # either spelling
     assert pq["query_id"].n_unique() == 200
 
     ds = load_dataset(cfg.dataset)
@@ -66,7 +66,7 @@ output: {{mlflow: false}}
 
     n = 20_000
     for ours_test, ranx_test in (("student", "student"), ("randomization", "fisher")):
-        comp = compare_configs(pq, "ndcg@10", test=ours_test, n_resamples=n)
+        comp = compare_configs(pq, "ndcg_at_10", test=ours_test, n_resamples=n)
         pair = comp.pair(ids[1.2], ids[0.5])
         report = compare(qrels, runs, ["ndcg@10"], stat_test=ranx_test, n_permutations=n, make_comparable=True,
                          rounding_digits=6)

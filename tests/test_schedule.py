@@ -133,7 +133,7 @@ output: {{mlflow: false}}
     try:
         sweeps = con.execute("SELECT name, status FROM sweeps").fetchall()
         configs = con.execute("SELECT name, status, n_queries FROM configs").fetchall()
-        ndcg = con.execute("SELECT mean FROM config_metrics WHERE measure = 'ndcg@10'").fetchall()
+        ndcg = con.execute("SELECT mean FROM config_metrics WHERE measure = 'ndcg_at_10'").fetchall()
     finally:
         con.close()
     assert sweeps == [("tiny-nightly", "finished")]

@@ -131,6 +131,7 @@ def register(app: typer.Typer) -> None:
         """Significance table: every pair of configs on the same queries, mean difference, raw and Holm-adjusted
         p-values, win/tie/loss per query, and the set of configs tied with the best."""
         from ragbench.core.errors import RagbenchError
+        from ragbench.core.measures import measure_key
         from ragbench.core.progress import stdout
         from ragbench.evaluation.stats import compare_configs
         from ragbench.reporting.report import comparison_rich, per_query_values
@@ -139,7 +140,7 @@ def register(app: typer.Typer) -> None:
         try:
             store, _ = _store(home)
             sid = resolve_sweep_id(store, sweep)
-            m = measure or sweep_primary(store, sid)
+            m = measure_key(measure) if measure else sweep_primary(store, sid)
             pq = per_query_values(store, sid, [m])
             if pq.is_empty():
                 raise RagbenchError(f"measure {m!r} has no values in sweep {sid}")

@@ -47,6 +47,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measures import measure_key
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
@@ -141,7 +142,7 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
     sweep = store.sweep(sweep_id)
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
-    primary = primary or sweep_primary(store, sweep_id)
+    primary = measure_key(primary) if primary else sweep_primary(store, sweep_id)
     board = store.leaderboard(sweep_id)
     names = dict(board.select("config_id", "name").iter_rows())
     cfg = board.filter(pl.col("config_id") == config_id)

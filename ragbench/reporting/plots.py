@@ -8,6 +8,8 @@ from pathlib import Path
 import matplotlib
 import polars as pl
 
+from ragbench.core.measures import measure_key
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -35,7 +37,9 @@ def line_plot(series: Mapping[str, Sequence[tuple[float, float]]], path: Path, *
 
 def metric_curve(metrics_by_config: Mapping[str, Mapping[str, float]], prefix: str, suffix: str, path: Path, *,
                  title: str, xlabel: str, logx: bool = False) -> Path:
-    """Plot ``{prefix}{x}{suffix}`` means against x, one line per config (e.g. ``evidence_recall@512tok``)."""
+    """Plot ``{prefix}{x}{suffix}`` means against x, one line per config (e.g. ``evidence_recall_at_512tok``; a
+    prefix may be spelled ``evidence_recall@``)."""
+    prefix = measure_key(prefix)
     series = {}
     for name, metrics in metrics_by_config.items():
         pts = []
@@ -45,7 +49,7 @@ def metric_curve(metrics_by_config: Mapping[str, Mapping[str, float]], prefix: s
                 if x.isdigit():
                     pts.append((int(x), value))
         series[name] = pts
-    return line_plot(series, path, title=title, xlabel=xlabel, ylabel=prefix.rstrip("@"), logx=logx)
+    return line_plot(series, path, title=title, xlabel=xlabel, ylabel=prefix.removesuffix("_at_"), logx=logx)
 
 
 def plot_k_sweep(table: pl.DataFrame, path: str | Path, *, title: str = "Answer accuracy vs retrieval recall") -> Path:

@@ -27,6 +27,7 @@ import polars as pl
 from rich.table import Table
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measures import measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
@@ -126,7 +127,8 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     sweep = store.sweep(sweep_id)
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
-    primary = primary or sweep_primary(store, sweep_id)
+    primary = measure_key(primary) if primary else sweep_primary(store, sweep_id)
+    measures = measure_keys(measures)
     configs = (store.leaderboard(sweep_id)
                .select("config_id", "name", "status", "error", "n_queries", "n_unlabelled", "retrieval_ms_per_query",
                        "mlflow_run_id")
@@ -177,8 +179,8 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
 
 
 def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
-    rec = pq.filter(pl.col("measure").str.contains(r"^recall@\d+$") & pl.col("value").is_not_nan())
-    return (rec.with_columns(pl.col("measure").str.extract(r"@(\d+)$").cast(pl.Int64).alias("k"))
+    rec = pq.filter(pl.col("measure").str.contains(r"^recall_at_\d+$") & pl.col("value").is_not_nan())
+    return (rec.with_columns(pl.col("measure").str.extract(r"_at_(\d+)$").cast(pl.Int64).alias("k"))
             .group_by("config_id", "k").agg(pl.col("value").mean().alias("recall"))
             .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
             .select("config_id", "name", "k", "recall").sort(["config_id", "k"]))

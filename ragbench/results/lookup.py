@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measures import measure_key
 from ragbench.results.store import ResultStore
 
 
@@ -47,8 +48,9 @@ def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
 
 
 def sweep_primary(store: ResultStore, sweep_id: str) -> str:
-    """The sweep's configured primary measure (``metrics.primary`` of its spec), default ``ndcg@10``."""
+    """The key of the sweep's configured primary measure (``metrics.primary`` of its spec), default
+    ``ndcg_at_10``."""
     try:
-        return store.sweep_spec(sweep_id).get("metrics", {}).get("primary") or "ndcg@10"
+        return measure_key(store.sweep_spec(sweep_id).get("metrics", {}).get("primary") or "ndcg@10")
     except ValueError:
-        return "ndcg@10"
+        return "ndcg_at_10"

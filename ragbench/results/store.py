@@ -5,6 +5,10 @@ retrieved chunk ids and scores of every query of every config: the log line RAG 
 per-config side tables, ``k_sweep`` and ``promotions`` (what went to production, see
 :mod:`ragbench.promotion.registry`).
 
+Measures are stored under their keys (``ndcg_at_10``, :mod:`ragbench.core.measures`); a file written when they
+were stored as ``ndcg@10`` is rewritten to keys when opened (:data:`MEASURE_KEY_MIGRATION`), and methods that take
+a measure accept either spelling.
+
 This module is the one owner of the schema: every DDL and SQL statement of the package lives here, behind named
 methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` stays as a read-only escape hatch
 for people and tests, not for library code.
@@ -28,6 +32,7 @@ import duckdb
 import polars as pl
 
 from ragbench.core.errors import StoreBusyError
+from ragbench.core.measures import SPELLINGS, measure_key
 from ragbench.core.progress import log
 from ragbench.results.outcomes import ConfigResult
 
@@ -73,6 +78,20 @@ CREATE TABLE IF NOT EXISTS promotions (
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 """
 
+def _key_sql(column: str) -> str:
+    """:func:`ragbench.core.measures.measure_key` in SQL."""
+    for written, stored in SPELLINGS:
+        column = f"replace({column}, '{written}', '{stored}')"
+    return column
+
+
+#: files written before measure keys (``ndcg@10`` stored as such) are rewritten to keys when opened
+MEASURE_KEY_MIGRATION = "\n".join(
+    f"UPDATE {table} SET {col} = {_key_sql(col)} WHERE "
+    + " OR ".join(f"contains({col}, '{written}')" for written, _ in SPELLINGS) + ";"
+    for table, col in (("config_metrics", "measure"), ("query_metrics", "measure"),
+                       ("promotions", "primary_measure")))
+
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
                      "ann_fidelity", "answers")
 
@@ -96,6 +115,7 @@ class ResultStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as con:
             con.execute(SCHEMA)
+            con.execute(MEASURE_KEY_MIGRATION)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -389,18 +409,19 @@ class ResultStore:
                           "config_id = ? AND query_id = ? ORDER BY rank", [sweep_id, config_id, query_id])
 
     def measure_values(self, sweep_id: str, config_id: str, measure: str) -> pl.DataFrame:
-        """``query_id, value`` of one measure of one config (the promotion gate pairs these by query)."""
+        """``query_id, value`` of one measure (either spelling) of one config (the promotion gate pairs these by
+        query)."""
         return self.query("SELECT query_id, value FROM query_metrics WHERE sweep_id = ? AND config_id = ? AND "
-                          "measure = ?", [sweep_id, config_id, measure])
+                          "measure = ?", [sweep_id, config_id, measure_key(measure)])
 
     def per_query_values(self, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
         """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs (of ``measures``
-        only, when given): the input of every paired test."""
+        only, when given, in either spelling): the input of every paired test."""
         sql = ("SELECT q.config_id, q.query_id, q.query_class, q.measure, q.value FROM query_metrics q JOIN configs c "
                "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND c.status = 'finished'")
         if measures is None:
             return self.query(sql, [sweep_id])
-        return self.query(sql + " AND list_contains(?, q.measure)", [sweep_id, list(measures)])
+        return self.query(sql + " AND list_contains(?, q.measure)", [sweep_id, [measure_key(m) for m in measures]])
 
     # ---------------------------------------------------------------- promotions
     def promotions(self, *, active: bool | None = None, rolled_back: bool | None = None,

@@ -23,6 +23,7 @@ from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import RagbenchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
+from ragbench.core.measures import measure_key
 from ragbench.core.models import configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.settings import Settings
@@ -253,7 +254,7 @@ class _Sweep:
 
     def _log_result(self, result: ConfigResult) -> None:
         means = result.means()
-        log.info("config %s: %s = %.4f", result.name, self.cfg.metrics.primary,
+        log.info("config %s: %s = %.4f", result.name, measure_key(self.cfg.metrics.primary),
                  means.get(self.cfg.metrics.primary, math.nan))
         if result.answers is not None:
             verdicts = (dict(result.answers["verdict"].drop_nulls().value_counts().iter_rows())
@@ -310,7 +311,7 @@ def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) ->
     with tempfile.TemporaryDirectory() as tmp:
         paths = [metric_curve(done, "recall@", "", Path(tmp) / "recall_at_k.png", title="Document recall@k",
                               xlabel="k", logx=True)]
-        if any(k.startswith("evidence_recall@") for m in done.values() for k in m):
+        if any(k.startswith("evidence_recall_at_") for m in done.values() for k in m):
             paths.append(metric_curve(done, "evidence_recall@", "tok", Path(tmp) / "evidence_recall_vs_budget.png",
                                       title="Evidence recall within a context budget", xlabel="budget (tokens)",
                                       logx=True))
