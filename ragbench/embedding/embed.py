@@ -47,10 +47,14 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
             for i in range(0, len(missing), segment_rows):
                 seg = missing[i:i + segment_rows]
-                vecs = model.encode([unique[h] for h in seg], prompt=prompt or None, batch_size=spec.batch_size,
-                                    convert_to_numpy=True, show_progress_bar=False)
-                cache.append(key, role, seg, vecs)
-                advance(len(seg))
+                parts = []
+                for j in range(0, len(seg), spec.batch_size):  # one batch per call: the bar moves per batch
+                    batch = seg[j:j + spec.batch_size]
+                    parts.append(model.encode([unique[h] for h in batch], prompt=prompt or None,
+                                              batch_size=spec.batch_size, convert_to_numpy=True,
+                                              show_progress_bar=False))
+                    advance(len(batch))
+                cache.append(key, role, seg, np.concatenate(parts))
     stats = EmbedStats(requested=len(texts), unique=len(unique), cached=len(unique) - len(missing),
                        computed=len(missing))
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
