@@ -135,7 +135,7 @@ def test_cli_report_and_compare(store, tmp_path):
     assert "config A wins on ndcg_at_10" in res.output and "▼" in res.output  # C marked significantly worse
     assert (tmp_path / "r" / "report.html").is_file()
 
-    res = CliRunner().invoke(app, ["compare", "syn", "--home", str(home), "--test", "student", "--json"])
+    res = CliRunner().invoke(app, ["compare", "syn", "--home", str(home), "--test", "student", "--json", "--all"])
     assert res.exit_code == 0, res.output
     import json
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,12 +27,14 @@ from pathlib import Path
 import polars as pl
 from rich.table import Table
 
+from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.core.errors import RagbenchError
 from ragbench.core.measures import measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
+from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
 
@@ -45,7 +48,8 @@ class SweepReport:
     ----------
     configs : polars.DataFrame
         One row per config of the sweep: ``config_id, name, status, error, n_queries, n_unlabelled,
-        retrieval_ms_per_query, mlflow_run_id``.
+        retrieval_ms_per_query, mlflow_run_id`` and its labels for people: ``chunker, model, retriever, label``
+        (:class:`ragbench.config.labels.ConfigLabels`).
     summary : polars.DataFrame
         One row per finished config and measure: ``config_id, name, measure, mean, ci_low, ci_high, n, is_best,
         tied_with_best, p_vs_best`` (Holm-adjusted p-value of the paired test against that measure's best; NaN
@@ -84,8 +88,27 @@ class SweepReport:
         return self.comparisons[self.primary].best
 
     def name_of(self, config_id: str) -> str:
+        """The config's stored name (its identity in DuckDB and MLflow)."""
         row = self.configs.filter(pl.col("config_id") == config_id)
         return row["name"][0] if row.height else config_id
+
+    def label_of(self, config_id: str) -> str:
+        """The config in words (``recursive 128 tok, overlap 0 | all-MiniLM-L6-v2 | hybrid RRF``)."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        return row["label"][0] if row.height else config_id
+
+    def labels_of(self, config_id: str) -> ConfigLabels:
+        """The config's chunker, model and retriever in words."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        if not row.height:
+            return ConfigLabels(config_id, NO_MODEL, "")
+        return ConfigLabels(row["chunker"][0], row["model"][0], row["retriever"][0])
+
+    @property
+    def tied_with_best(self) -> list[str]:
+        """Config ids tied with the best on the primary measure (the best excluded), best mean first."""
+        tied = set(self.comparisons[self.primary].tied_with_best) - {self.best}
+        return [c for c in self.leaderboard()["config_id"].to_list() if c in tied]
 
     def leaderboard(self) -> pl.DataFrame:
         """Finished configs sorted by the primary measure (best first), one row each, primary columns only."""
@@ -97,14 +120,14 @@ class SweepReport:
         """``"<config> wins on <primary>: 0.xxx [lo, hi]; tied with: ...; significantly better than N of M"``."""
         board = self.leaderboard()
         best = board.filter(pl.col("config_id") == self.best).row(0, named=True)
-        tied = [self.name_of(c) for c in self.comparisons[self.primary].tied_with_best if c != self.best]
+        tied = [self.label_of(c) for c in self.tied_with_best]
         others = board.filter(pl.col("config_id") != self.best)
         beaten = int(others["worse_than_best"].sum()) if others.height else 0
         if len(tied) > 3:  # a long list reads as noise: name the closest runners-up, count the rest
             tied_text = f"{', '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
         else:
             tied_text = ", ".join(tied) if tied else "none"
-        return (f"{best['name']} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
+        return (f"{self.label_of(self.best)} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
                 f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
                 f"{others.height}")
 
@@ -129,9 +152,15 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
     primary = measure_key(primary) if primary else sweep_primary(store, sweep_id)
     measures = measure_keys(measures)
-    configs = (store.leaderboard(sweep_id)
-               .select("config_id", "name", "status", "error", "n_queries", "n_unlabelled", "retrieval_ms_per_query",
-                       "mlflow_run_id")
+    board = store.leaderboard(sweep_id)
+    labels = [ConfigLabels.from_stored(json.loads(s or "{}"), n)
+              for s, n in zip(board["spec_json"].to_list(), board["name"].to_list())]
+    configs = (board.select("config_id", "name", "status", "error", "n_queries", "n_unlabelled",
+                            "retrieval_ms_per_query", "mlflow_run_id")
+               .with_columns(pl.Series("chunker", [lb.chunker for lb in labels], pl.String),
+                             pl.Series("model", [lb.model for lb in labels], pl.String),
+                             pl.Series("retriever", [lb.retriever for lb in labels], pl.String),
+                             pl.Series("label", [lb.text for lb in labels], pl.String))
                .sort("name", nulls_last=True, maintain_order=True))
     pq = per_query_values(store, sweep_id)
     if pq.is_empty():
@@ -203,7 +232,7 @@ def _chunk_stats(store: ResultStore, sweep_id: str, names: dict[str, str]) -> pl
             .select("config_id", "name", "stat", pl.col("value").cast(pl.Float64)))
 
 
-# ---------------------------------------------------------------- terminal
+# ---------------------------------------------------------------- terminal, markdown, CSV, JSON
 def _fmt(v: float | None, digits: int = 4) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
@@ -215,54 +244,198 @@ def _mark(row: dict) -> str:
     return "▼" if row["worse_than_best"] else "≈"
 
 
-def leaderboard_rich(report: SweepReport) -> Table:
-    """The leaderboard with bootstrap CIs and significance marks, best first; failed configs last."""
-    t = Table(title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
-              caption=f"{report.headline}\n★ best · ≈ tied with best · ▼ significantly worse than best "
-                      f"({report.test} test, Holm, α={report.alpha:g}); [95 % bootstrap CI]",
-              caption_justify="left")
-    t.add_column("#", justify="right")
-    t.add_column("config")
-    for m in report.measures:
-        t.add_column(m, justify="right", style="bold" if m == report.primary else None)
-    t.add_column(f"W/T/L vs best ({report.primary})", justify="right")
-    t.add_column("p vs best", justify="right")
-    t.add_column("ms/query", justify="right")
+def legend(report: SweepReport) -> str:
+    """What the marks and brackets mean, and why a lower mean can be ≈ while a higher one is ▼."""
+    n = len(report.comparisons[report.primary].pairs)
+    return (f"★ best · ≈ not significantly different from the best · ▼ significantly worse than the best "
+            f"(paired {report.test} test on the same queries, Holm correction over all {n} pairs, "
+            f"α = {report.alpha:g}). CI: 95 % bootstrap interval of the mean. The marks come from per-query "
+            f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
+            f"even below a ▼ one that loses consistently.")
+
+
+def report_rows(report: SweepReport) -> list[dict]:
+    """One dict per config, best first on the primary measure (failed configs last, rank None): ``rank,
+    config_id, name, chunker, model, retriever, status, error``, for every measure ``m``: ``m`` (mean),
+    ``m_ci_low, m_ci_high, m_mark``; ``tied_with_best, worse_than_best, p_vs_best, wins, ties, losses`` (on the
+    primary), ``ms_per_query, queries, unlabelled``."""
     by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
     cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
+    rows = []
     for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
         cid = row["config_id"]
-        cells = []
+        c = cfg.get(cid, {})
+        out = {"rank": i, "config_id": cid, "name": c.get("name"), "chunker": c.get("chunker"),
+               "model": c.get("model"), "retriever": c.get("retriever"), "status": "finished", "error": None}
         for m in report.measures:
             r = by.get((cid, m))
-            cells.append(f"{_mark(r)} {_fmt(r['mean'])} [{_fmt(r['ci_low'], 3)}, {_fmt(r['ci_high'], 3)}]" if r
-                         else "–")
-        wtl = "—" if row["is_best"] else f"{row['wins']}/{row['ties']}/{row['losses']}"
-        t.add_row(str(i), row["name"], *cells, wtl, _fmt(row["p_vs_best"], 4),
-                  _fmt(cfg.get(cid, {}).get("retrieval_ms_per_query"), 1))
-    for r in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
-        t.add_row("", f"[red]{r['name']}[/red]", f"[red]FAILED: {r['error']}[/red]",
-                  *[""] * (len(report.measures) + 2))
-    return t
+            out.update({m: r["mean"] if r else None, f"{m}_ci_low": r["ci_low"] if r else None,
+                        f"{m}_ci_high": r["ci_high"] if r else None, f"{m}_mark": _mark(r) if r else ""})
+        out.update({"tied_with_best": row["tied_with_best"], "worse_than_best": row["worse_than_best"],
+                    "p_vs_best": row["p_vs_best"], "wins": row["wins"], "ties": row["ties"],
+                    "losses": row["losses"], "ms_per_query": c.get("retrieval_ms_per_query"),
+                    "queries": row["n"], "unlabelled": c.get("n_unlabelled")})
+        rows.append(out)
+    for c in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
+        rows.append({"rank": None, "config_id": c["config_id"], "name": c["name"], "chunker": c["chunker"],
+                     "model": c["model"], "retriever": c["retriever"], "status": c["status"], "error": c["error"]})
+    return rows
 
 
-def comparison_rich(comp: Comparison, names: dict[str, str]) -> Table:
-    """All pairs of one measure: mean difference, raw and Holm-adjusted p-values, win/tie/loss."""
-    t = Table(title=f"{comp.measure}: paired {comp.test} test, Holm over {len(comp.pairs)} pairs, α={comp.alpha:g}",
-              caption=f"best: {names.get(comp.best, comp.best)}; tied with best: "
-                      f"{', '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}",
-              caption_justify="left")
-    for c in ("A", "B", "mean A−B", "p", "p (Holm)", "significant", "W/T/L (A vs B)", "queries"):
-        t.add_column(c, justify="left" if c in ("A", "B") else "right")
-    pairs = sorted(comp.pairs, key=lambda p: (p.p_adjusted if p.p_adjusted == p.p_adjusted else 2.0))
-    for p in pairs:
+def _cell(m: str, ci: bool):
+    def fmt_row(row: dict) -> str:
+        if row.get(m) is None:
+            return "–" if row.get("status") == "finished" else ""
+        text = f"{row[f'{m}_mark']} {_fmt(row[m])}"
+        return text + (f" [{_fmt(row[f'{m}_ci_low'], 3)}, {_fmt(row[f'{m}_ci_high'], 3)}]" if ci else "")
+    return fmt_row
+
+
+def _display_rows(report: SweepReport) -> list[dict]:
+    """:func:`report_rows` with the combined display cells the table and markdown show."""
+    rows = report_rows(report)
+    for r in rows:
+        for m in report.measures:
+            r[f"{m}__cell"] = _cell(m, ci=False)(r)
+        r["primary__ci"] = (f"{_fmt(r.get(f'{report.primary}_ci_low'), 3)}–"
+                            f"{_fmt(r.get(f'{report.primary}_ci_high'), 3)}" if r.get(report.primary) is not None
+                            else "")
+        r["wtl"] = ("—" if r.get(f"{report.primary}_mark") == "★" else
+                    f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
+        if r["status"] != "finished":
+            r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
+    return rows
+
+
+def report_columns(report: SweepReport) -> list[Column]:
+    """Display columns of the report's leaderboard: rank, chunker, model, retriever, the primary measure (mark and
+    mean) and its CI always; then p and W/T/L against the best, the other measures, ms/query and queries."""
+    p = report.primary
+    cols = [Column("#", "rank", number(0), numeric=True, required=True),
+            Column("chunker", "chunker", required=True), Column("model", "model", required=True),
+            Column("retriever", "retriever", required=True),
+            Column(p, f"{p}__cell", numeric=True, required=True, style="bold"),
+            Column("95 % CI", "primary__ci", numeric=True, required=True),
+            Column("p vs best", "p_vs_best", number(4), numeric=True),
+            Column("W/T/L vs best", "wtl", numeric=True)]
+    cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
+    cols += [Column("ms/query", "ms_per_query", number(1), numeric=True),
+             Column("queries", "queries", number(0), numeric=True)]
+    return cols
+
+
+def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
+    """The leaderboard with bootstrap CIs and significance marks, best first, failed configs last, in a table
+    that fits ``width`` columns (the columns that do not fit are named in the caption)."""
+    rows = _display_rows(report)
+    return fit_table(report_columns(report), rows, width,
+                     title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
+                     caption=f"{report.headline}\n{legend(report)}",
+                     row_styles=["red" if r["status"] != "finished" else None for r in rows])
+
+
+def report_text(report: SweepReport, fmt: str) -> str:
+    """The leaderboard as ``markdown`` (display cells), ``csv`` (raw numbers, every measure with its CI) or
+    ``json`` (one object per config: :func:`report_rows` plus ``primary`` and ``sweep_id``)."""
+    if fmt == "markdown":
+        return leaderboard_markdown(report)
+    rows = report_rows(report)
+    if fmt == "json":
+        return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary,
+                                                          "value": r.get(report.primary)},
+                                          "sweep_id": report.sweep_id} for r in rows]))
+    keys = ["rank", "config_id", "name", "chunker", "model", "retriever", "status"]
+    for m in report.measures:
+        keys += [m, f"{m}_ci_low", f"{m}_ci_high"]
+    keys += ["tied_with_best", "worse_than_best", "p_vs_best", "wins", "ties", "losses", "ms_per_query", "queries",
+             "unlabelled", "error"]
+    return to_csv([Column(k, k) for k in keys], rows)
+
+
+def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
+    """The leaderboard as markdown: the headline, the table (primary with its CI, p and W/T/L against the best,
+    the other measures), the configs tied with the best, and the legend; ``limit`` keeps the best rows only."""
+    rows = _display_rows(report)
+    for r in rows:
+        r["primary__full"] = _cell(report.primary, ci=True)(r) if r.get(report.primary) is not None else ""
+    shown = rows if limit is None else rows[:limit]
+    p = report.primary
+    cols = [Column("#", "rank", number(0), numeric=True), Column("chunker", "chunker"), Column("model", "model"),
+            Column("retriever", "retriever"), Column(f"{p} [95 % CI]", "primary__full", numeric=True),
+            Column("p vs best", "p_vs_best", number(4), numeric=True), Column("W/T/L vs best", "wtl", numeric=True)]
+    cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
+    tied = [report.label_of(c) for c in report.tied_with_best]
+    parts = [f"**{report.headline}**", "", to_markdown(cols, shown)]
+    if limit is not None and len(rows) > limit:
+        parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")
+    parts += ["", f"**Tied with the best** ({len(tied)}): " + ("; ".join(tied) if tied else "none"), "",
+              f"_{legend(report)}_"]
+    return "\n".join(parts)
+
+
+def vs_best_rows(report: SweepReport) -> list[dict]:
+    """Every other finished config against the best on the primary measure: ``rank, config_id, name, label,
+    mean, mean_diff`` (config − best), ``p_vs_best`` (Holm), ``significant``, ``wins, ties, losses, n``."""
+    comp = report.comparisons[report.primary]
+    rows = []
+    for r in report_rows(report):
+        if r["rank"] is None or r["config_id"] == comp.best:
+            continue
+        pair = comp.pair(r["config_id"], comp.best)
+        rows.append({"rank": r["rank"], "config_id": r["config_id"], "name": r["name"],
+                     "label": report.label_of(r["config_id"]), "chunker": r["chunker"], "model": r["model"],
+                     "retriever": r["retriever"], "mean": r[report.primary], "mean_diff": pair.mean_diff,
+                     "p_vs_best": pair.p_adjusted, "significant": pair.significant, "mark": r[f"{report.primary}_mark"],
+                     "wins": pair.wins, "ties": pair.ties, "losses": pair.losses, "n": pair.n})
+    return rows
+
+
+def vs_best_rich(report: SweepReport, width: int = 160) -> Table:
+    """Each config against the best on the primary measure (what ``compare`` shows by default)."""
+    comp = report.comparisons[report.primary]
+    rows = vs_best_rows(report)
+    for r in rows:
+        r["cell"] = f"{r['mark']} {_fmt(r['mean'])}"
+        r["diff"] = f"{r['mean_diff']:+.4f}"
+        r["wtl"] = f"{r['wins']}/{r['ties']}/{r['losses']}"
+    cols = [Column("#", "rank", number(0), numeric=True, required=True), Column("chunker", "chunker", required=True),
+            Column("model", "model", required=True), Column("retriever", "retriever", required=True),
+            Column(report.primary, "cell", numeric=True, required=True),
+            Column("− best", "diff", numeric=True, required=True),
+            Column("p", "p_vs_best", number(4), numeric=True, required=True),
+            Column("W/T/L", "wtl", numeric=True), Column("queries", "n", number(0), numeric=True)]
+    best = report.leaderboard().row(0, named=True)
+    return fit_table(cols, rows, width,
+                     title=f"{report.primary}: every config against the best, {report.label_of(comp.best)} "
+                           f"({best['mean']:.4f}); paired {comp.test} test, Holm over all {len(comp.pairs)} pairs, "
+                           f"α={comp.alpha:g}",
+                     caption="▼ significantly worse than the best, ≈ not distinguishable from it; p: Holm-adjusted; "
+                             "W/T/L: queries where the config beats / ties / loses to the best. Every pair: "
+                             "`ragbench compare --all`.")
+
+
+def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -> Table:
+    """All pairs of one measure: mean difference, raw and Holm-adjusted p-values, win/tie/loss; ``names`` maps
+    config ids to what to show (labels)."""
+    rows = []
+    for p in sorted(comp.pairs, key=lambda p: (p.p_adjusted if p.p_adjusted == p.p_adjusted else 2.0)):
         a, b, d = p.config_a, p.config_b, p.mean_diff
         if d < 0:  # orient every row so that A is the better one: easier to read
             p = comp.pair(b, a)
             a, b, d = b, a, -d
-        t.add_row(names.get(a, a), names.get(b, b), f"{d:+.4f}", _fmt(p.p_value), _fmt(p.p_adjusted),
-                  "[green]yes[/green]" if p.significant else "no", f"{p.wins}/{p.ties}/{p.losses}", str(p.n))
-    return t
+        rows.append({"a": names.get(a, a), "b": names.get(b, b), "diff": f"{d:+.4f}", "p": p.p_value,
+                     "p_adj": p.p_adjusted, "sig": "yes" if p.significant else "no",
+                     "wtl": f"{p.wins}/{p.ties}/{p.losses}", "n": p.n})
+    cols = [Column("A (better mean)", "a", required=True), Column("B", "b", required=True),
+            Column("mean A−B", "diff", numeric=True, required=True),
+            Column("p (Holm)", "p_adj", number(4), numeric=True, required=True),
+            Column("significant", "sig", required=True), Column("p", "p", number(4), numeric=True),
+            Column("W/T/L (A vs B)", "wtl", numeric=True), Column("queries", "n", number(0), numeric=True)]
+    return fit_table(cols, rows, width,
+                     title=f"{comp.measure}: paired {comp.test} test, Holm over {len(comp.pairs)} pairs, "
+                           f"α={comp.alpha:g}",
+                     caption=f"best: {names.get(comp.best, comp.best)}; tied with best: "
+                             f"{', '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}")
 
 
 # ---------------------------------------------------------------- plots
@@ -285,7 +458,7 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
     err = [[m - lo for m, lo in zip(means, board["ci_low"].to_list())],
            [hi - m for m, hi in zip(means, board["ci_high"].to_list())]]
     ax.barh(y, means, xerr=err, color=colours, capsize=3)
-    ax.set_yticks(y, [_short(s) for s in board["name"].to_list()], fontsize=8)
+    ax.set_yticks(y, [_short(report.label_of(c), 60) for c in board["config_id"].to_list()], fontsize=8)
     ax.set_xlabel(f"{report.primary} (mean, 95 % bootstrap CI)")
     ax.set_xlim(0, 1.0 if max(board["ci_high"].fill_nan(0).to_list() + [0]) <= 1 else None)
     ax.set_title("green: best · blue: tied with best · grey: significantly worse", fontsize=9)
@@ -299,7 +472,7 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
         for cid in top:
             c = report.recall_curves.filter(pl.col("config_id") == cid).sort("k")
             if c.height:
-                ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.name_of(cid)))
+                ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.label_of(cid), 60))
         ax.set_xlabel("k (documents)")
         ax.set_ylabel("mean recall@k")
         ax.set_ylim(0, 1.02)
@@ -334,7 +507,7 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
                     if v == best:
                         ax.add_patch(plt.Rectangle((j - .5, i - .5), 1, 1, fill=False, edgecolor="red", lw=1.5))
         ax.set_xticks(range(len(classes)), classes, fontsize=8)
-        ax.set_yticks(range(len(cids)), [_short(report.name_of(c)) for c in cids], fontsize=7)
+        ax.set_yticks(range(len(cids)), [_short(report.label_of(c), 60) for c in cids], fontsize=7)
         ax.set_title(f"{report.primary} per query class (red box: best in the class)", fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.03)
         fig.tight_layout()
