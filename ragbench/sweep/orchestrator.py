@@ -127,6 +127,7 @@ class _Sweep:
             store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
                               experiment=experiment_name(cfg) if cfg.output.mlflow else None)
         self.sweep_id = sweep_id
+        getattr(self.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the Prefect run
         done = store.finished_configs(sweep_id)
         log.info("sweep %s: %d configs (%d already done) on %s [%s]: %d docs, %d queries (%d unlabelled)", sweep_id,
                  len(configs), len(done & {c.config_id for c in configs}), ds.name, ds.fingerprint,
@@ -181,7 +182,8 @@ class _Sweep:
     # ------------------------------------------------------------ per chunker
     def _run_chunker(self, chunker, configs: list[RunConfig], advance) -> list[ConfigOutcome]:
         try:
-            chunks = self.runner.run(f"chunk-{chunker.label}", chunk_stage, self.ds, chunker, self.chunk_cache)
+            chunks = self.runner.run(f"chunk {chunker.name or chunker.explain()}", chunk_stage, self.ds, chunker,
+                                     self.chunk_cache)
         except Exception as e:
             if self.fail_fast:
                 raise
@@ -192,7 +194,7 @@ class _Sweep:
         for run_config in configs:
             try:
                 inputs = self._inputs(run_config, chunker, plan)
-                result, out = self.runner.run(f"evaluate-{run_config.config_id}", evaluate_config, run_config,
+                result, out = self.runner.run(f"evaluate {run_config.labels}", evaluate_config, run_config,
                                               self.ds, self.measures, self.evaluation, inputs)
                 record(result, self.sweep_id, self.store, self.tracker, self.parent_run)
                 self._log_result(result)
@@ -224,15 +226,15 @@ class _Sweep:
         if emb.spec_id not in plan.collections:
             try:  # a failure here fails every config on this (chunker, embedder) alike, without retrying it
                 self.embed_stats.append(self.runner.run(
-                    f"embed-docs-{emb.label}", embed_documents_stage, plan.chunks, emb, self.vector_cache,
-                    s.embed_segment_rows, s.min_free_bytes))
+                    f"embed {run_config.labels.chunker} × {emb.label}", embed_documents_stage, plan.chunks, emb,
+                    self.vector_cache, s.embed_segment_rows, s.min_free_bytes))
                 plan.collections[emb.spec_id] = self._index(chunker, run_config, plan.chunks, sparse=False)
             except Exception as e:
                 plan.collections[emb.spec_id] = e
         if isinstance(plan.collections[emb.spec_id], Exception):
             raise plan.collections[emb.spec_id]
         if emb.spec_id not in self.query_vectors:
-            vectors, stats = self.runner.run(f"embed-queries-{emb.label}", embed_texts,
+            vectors, stats = self.runner.run(f"embed queries × {emb.label}", embed_texts,
                                              self.ds.queries["text"].to_list(), emb, "query", self.vector_cache,
                                              s.embed_segment_rows, True, s.min_free_bytes)
             self.embed_stats.append(stats)
@@ -248,7 +250,8 @@ class _Sweep:
 
     def _index(self, chunker, run_config: RunConfig, chunks: pl.DataFrame, sparse: bool) -> str:
         emb = run_config.embedder
-        return self.runner.run(f"index-{'hybrid-' if sparse else ''}{emb.label}", index_stage, self.ds.fingerprint,
+        name = f"index {run_config.labels.chunker} × {emb.label}{' + BM25' if sparse else ''}"
+        return self.runner.run(name, index_stage, self.ds.fingerprint,
                                self.ds.corpus, chunker, emb, run_config.index, chunks, self.vector_cache,
                                self.index, sparse, disk_root=self.home, reserve_bytes=self.settings.min_free_bytes)
 
