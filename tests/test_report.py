@@ -117,7 +117,13 @@ def test_html_report_is_self_contained_with_plots_and_chunk_stats(store, tmp_pat
     assert doc.tags[0] == "html" and "table" in doc.tags
     assert "Leaderboard" in text and "config A wins on ndcg_at_10" in text
     assert "FAILED: boom: no model" in text  # failed configs are listed, not hidden
-    assert re.search(r"Chunk statistics.*chunk_count.*42\.000.*7\.000", text, re.S)
+    # pivoted: one row per chunker, one column per statistic; counts printed as integers
+    assert re.search(r"Chunk statistics.*chunk count.*config A\s*42\s.*config C\s*7\s", text, re.S)
+    assert "42.000" not in text
+    # the legend explains the marks; the vs-best table comes before the all-pairs table, which is collapsed
+    assert "★ best · ≈ not significantly different from the best · ▼ significantly worse" in text
+    html = path.read_text(encoding="utf-8")
+    assert html.index("id='vs-best'") < html.index("<details id='all-pairs'>") < html.index("id='pairs'")
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == ["leaderboard.png", "per_class.png", "recall_curves.png"]
     embedded = [s for s in doc.imgs if s.startswith("data:image/png;base64,")]

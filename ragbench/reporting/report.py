@@ -530,14 +530,22 @@ def _save(fig, path: Path) -> Path:
 
 # ---------------------------------------------------------------- HTML
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
-h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
-.headline{font-size:1.15em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{padding:.3em .6em;border-bottom:1px solid #eee}
-th{background:#fafafa;text-align:left} td.num{text-align:right;font-variant-numeric:tabular-nums}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em auto;padding:0 1em;max-width:1300px;
+color:#222;box-sizing:border-box}
+h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd} h3{font-size:1em}
+.headline{font-size:1.1em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
+.legend{background:#fafafa;border:1px solid #eee;padding:.6em 1em;font-size:.9em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0;max-width:100%}
+th,td{padding:.3em .5em;border-bottom:1px solid #eee;vertical-align:top} td{overflow-wrap:anywhere}
+th{background:#fafafa;text-align:left} td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{white-space:nowrap}
 tr.best td{background:#e8f5e9} tr.tied td{background:#e3f2fd} tr.failed td{color:#b71c1c}
-.ci{color:#777;font-size:.9em} .muted{color:#777;font-size:.9em} img{max-width:100%;border:1px solid #eee}
+.ci{color:#777;font-size:.9em} .muted{color:#777;font-size:.85em} img{max-width:100%;height:auto;border:1px solid #eee}
+details{margin:.5em 0} summary{cursor:pointer;font-weight:600}
 """
+
+#: most columns one table gets; a wider table is split (chunk statistics)
+MAX_TABLE_COLUMNS = 8
 
 
 def _e(x) -> str:
@@ -549,8 +557,154 @@ def _img(path: Path, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
 
 
+def _num_format(values: list[float | None]):
+    """A formatter for one column: counts as integers (``213``, ``78,519``) when every value is whole, else
+    shares and ratios with three decimals and larger values with one."""
+    present = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    whole = all(float(v).is_integer() for v in present)
+
+    def fmt(v: float | None) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        if whole:
+            return f"{int(v):,}"
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return fmt
+
+
+def _config_cells(labels: ConfigLabels, config_id: str, name: str) -> str:
+    """Chunker, model and retriever cells; the stored name and id show on hover."""
+    model = "– (BM25 only)" if labels.model == NO_MODEL else labels.model
+    title = _e(f"{name} ({config_id})")
+    return (f"<td title='{title}'>{_e(labels.chunker)}</td><td title='{title}'>{_e(model)}</td>"
+            f"<td title='{title}'>{_e(labels.retriever)}</td>")
+
+
+def _th(measure: str) -> str:
+    """A numeric header that may break before ``_at_`` (``recall`` / ``_at_10``) instead of inside a word."""
+    return f"<th class='num'>{_e(measure).replace('_at_', '<wbr>_at_')}</th>"
+
+
+def _leaderboard_html(report: SweepReport) -> list[str]:
+    parts = [f"<h2>Leaderboard</h2><p class='legend' id='legend'>{_e(legend(report))}</p>",
+             "<table id='leaderboard'><tr><th class='num'>#</th><th>chunker</th><th>model</th><th>retriever</th>"
+             + "".join(_th(m) for m in report.measures)
+             + "<th class='num'>W/T/L vs best</th><th class='num'>p vs best (Holm)</th><th class='num'>ms/query</th>"
+             "<th class='num'>queries</th></tr>"]
+    for r in report_rows(report):
+        cid = r["config_id"]
+        if r["rank"] is None:
+            parts.append(f"<tr class='failed'><td></td>{_config_cells(report.labels_of(cid), cid, r['name'])}"
+                         f"<td colspan='{len(report.measures) + 4}'>FAILED: {_e(r['error'])}</td></tr>")
+            continue
+        mark = r[f"{report.primary}_mark"]
+        cls = "best" if mark == "★" else ("tied" if r["tied_with_best"] else "")
+        cells = "".join(
+            f"<td class='num'>{r[f'{m}_mark']} {_fmt(r[m])}<br><span class='ci'>[{_fmt(r[f'{m}_ci_low'], 3)}, "
+            f"{_fmt(r[f'{m}_ci_high'], 3)}]</span></td>" if r.get(m) is not None else "<td>–</td>"
+            for m in report.measures)
+        wtl = "—" if mark == "★" else f"{r['wins']}/{r['ties']}/{r['losses']}"
+        parts.append(f"<tr class='{cls}'><td class='num'>{r['rank']}</td>"
+                     f"{_config_cells(report.labels_of(cid), cid, r['name'])}{cells}<td class='num'>{wtl}</td>"
+                     f"<td class='num'>{_fmt(r['p_vs_best'])}</td><td class='num'>{_fmt(r['ms_per_query'], 1)}</td>"
+                     f"<td class='num'>{r['queries']}<br><span class='muted'>+{r['unlabelled'] or 0} unlabelled"
+                     "</span></td></tr>")
+    parts.append(f"</table><p class='muted'>Brackets: 95 % percentile-bootstrap CI of the mean over labelled "
+                 f"queries. W/T/L: queries where the config beats / ties / loses to the best on "
+                 f"{_e(report.primary)}. #: the rank `ragbench explain` and `ragbench promote` accept.</p>")
+    return parts
+
+
+def _vs_best_html(report: SweepReport) -> list[str]:
+    comp = report.comparisons[report.primary]
+    parts = [f"<h2>Against the best on {_e(report.primary)}</h2><p class='muted'>Each config against "
+             f"{_e(report.label_of(comp.best))}: paired {_e(comp.test)} test on the same queries, Holm-adjusted "
+             f"over all {len(comp.pairs)} pairs.</p><table id='vs-best'><tr><th class='num'>#</th><th>chunker</th>"
+             f"<th>model</th><th>retriever</th>{_th(report.primary)}<th class='num'>− best</th>"
+             "<th class='num'>p (Holm)</th><th>verdict</th><th class='num'>W/T/L</th></tr>"]
+    for r in vs_best_rows(report):
+        verdict = "▼ significantly worse" if r["significant"] else "≈ not distinguishable"
+        parts.append(f"<tr class='{'tied' if not r['significant'] else ''}'><td class='num'>{r['rank']}</td>"
+                     f"{_config_cells(report.labels_of(r['config_id']), r['config_id'], r['name'])}"
+                     f"<td class='num'>{_fmt(r['mean'])}</td><td class='num'>{r['mean_diff']:+.4f}</td>"
+                     f"<td class='num'>{_fmt(r['p_vs_best'])}</td><td>{verdict}</td>"
+                     f"<td class='num'>{r['wins']}/{r['ties']}/{r['losses']}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _pairs_html(report: SweepReport) -> list[str]:
+    comp = report.comparisons[report.primary]
+    parts = [f"<details id='all-pairs'><summary>All {len(comp.pairs)} pairs on {_e(report.primary)}</summary>"
+             "<table id='pairs'><tr><th>A (better mean)</th><th>B</th><th class='num'>mean A−B</th>"
+             "<th class='num'>p</th><th class='num'>p (Holm)</th><th>significant</th><th class='num'>W/T/L</th>"
+             "</tr>"]
+    for p in sorted(comp.pairs, key=lambda p: -abs(p.mean_diff)):
+        if p.mean_diff < 0:
+            p = comp.pair(p.config_b, p.config_a)
+        parts.append(f"<tr><td>{_e(report.label_of(p.config_a))}</td><td>{_e(report.label_of(p.config_b))}</td>"
+                     f"<td class='num'>{p.mean_diff:+.4f}</td><td class='num'>{_fmt(p.p_value)}</td>"
+                     f"<td class='num'>{_fmt(p.p_adjusted)}</td><td>{'yes' if p.significant else 'no'}</td>"
+                     f"<td class='num'>{p.wins}/{p.ties}/{p.losses}</td></tr>")
+    parts.append("</table></details>")
+    return parts
+
+
+def _chunk_stats_html(report: SweepReport) -> list[str]:
+    """Chunk statistics pivoted: one row per chunker (per tokenizer when they differ), one column per statistic,
+    split into tables of at most :data:`MAX_TABLE_COLUMNS` statistics."""
+    parts = ["<h2>Chunk statistics</h2>"]
+    if report.chunk_stats is None:
+        return parts + ["<p class='muted'>No chunk statistics were stored for this sweep.</p>"]
+    vals: dict[str, dict[str, float]] = {}
+    for cid, stat, v in report.chunk_stats.select("config_id", "stat", "value").iter_rows():
+        vals.setdefault(cid, {})[stat] = v
+    stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
+    groups: dict[tuple, list[str]] = {}  # (chunker, values) -> configs: configs of one chunker share its stats
+    order = [c for c in report.leaderboard()["config_id"].to_list() if c in vals] + \
+        [c for c in vals if c not in set(report.leaderboard()["config_id"].to_list())]
+    for cid in order:
+        key = (report.labels_of(cid).chunker, tuple(vals[cid].get(s) for s in stats))
+        groups.setdefault(key, []).append(cid)
+    variants: dict[str, int] = {}
+    for chunker, _ in groups:
+        variants[chunker] = variants.get(chunker, 0) + 1
+    rows = []
+    for (chunker, values), cids in groups.items():
+        label = chunker
+        if variants[chunker] > 1:  # token counts differ by the model's tokenizer
+            models = dict.fromkeys("BM25" if report.labels_of(c).model == NO_MODEL else report.labels_of(c).model
+                                   for c in cids)
+            label += f" · tokens of {', '.join(models)}"
+        rows.append((label, dict(zip(stats, values))))
+    boundary = [s for s in stats if s.startswith(("chunks_", "spans_"))]
+    size = [s for s in stats if s not in boundary]
+    fmt = {s: _num_format([v.get(s) for _, v in rows]) for s in stats}
+    for n, cols in enumerate(t for g in (size, boundary) for t in _split(g, MAX_TABLE_COLUMNS)):
+        parts.append(f"<table class='chunk-stats' id='chunk-stats-{n + 1}'><tr><th>chunker</th>"
+                     + "".join(f"<th class='num'>{_e(s.replace('_', ' '))}</th>" for s in cols) + "</tr>")
+        for label, v in rows:
+            parts.append(f"<tr><td>{_e(label)}</td>"
+                         + "".join(f"<td class='num'>{fmt[s](v.get(s))}</td>" for s in cols) + "</tr>")
+        parts.append("</table>")
+    parts.append("<p class='muted'>Token counts use the tokenizer of the config's model (BM25 configs: the "
+                 "chunker's). Shares are fractions of chunks or of gold spans.</p>")
+    return parts
+
+
+def _split(items: list, most: int) -> list[list]:
+    """``items`` in as few even parts as keep each within ``most`` (9 -> 5 + 4, not 8 + 1)."""
+    if not items:
+        return []
+    n = math.ceil(len(items) / most)
+    size = math.ceil(len(items) / n)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
-    """The report as one self-contained HTML document."""
+    """The report as one self-contained HTML document (no external resource), every table within 1,400 px: the
+    headline, the legend, the leaderboard, each config against the best, plots, per-class results, chunk
+    statistics, and every pair behind a ``<details>``."""
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ragbench · {_e(report.sweep_id)}"
              f"</title><style>{_CSS}</style></head><body>",
              f"<h1>ragbench sweep <code>{_e(report.sweep_id)}</code></h1>",
@@ -558,96 +712,42 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
              f"status {_e(report.status)} · {report.configs.height} configs · primary measure "
              f"{_e(report.primary)} · generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}</p>",
              f"<p class='headline'>{_e(report.headline)}</p>"]
+    parts += _leaderboard_html(report)
+    parts += _vs_best_html(report)
 
-    # leaderboard
-    parts.append("<h2>Leaderboard</h2><table id='leaderboard'><tr><th>#</th><th>config</th>"
-                 + "".join(f"<th>{_e(m)}</th>" for m in report.measures)
-                 + "<th>W/T/L vs best</th><th>p vs best (Holm)</th><th>ms/query</th><th>queries</th></tr>")
-    by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
-    cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
-    for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
-        cid = row["config_id"]
-        cls = "best" if row["is_best"] else ("tied" if row["tied_with_best"] else "")
-        cells = []
-        for m in report.measures:
-            r = by.get((cid, m))
-            cells.append(f"<td class='num'>{_mark(r)} {_fmt(r['mean'])} <span class='ci'>[{_fmt(r['ci_low'], 3)}, "
-                         f"{_fmt(r['ci_high'], 3)}]</span></td>" if r else "<td>–</td>")
-        c = cfg.get(cid, {})
-        wtl = "—" if row["is_best"] else f"{row['wins']}/{row['ties']}/{row['losses']}"
-        parts.append(f"<tr class='{cls}'><td class='num'>{i}</td><td>{_e(row['name'])}<br><span class='muted'>"
-                     f"{_e(cid)}</span></td>{''.join(cells)}<td class='num'>{wtl}</td><td class='num'>"
-                     f"{_fmt(row['p_vs_best'])}</td><td class='num'>{_fmt(c.get('retrieval_ms_per_query'), 1)}</td>"
-                     f"<td class='num'>{row['n']} (+{c.get('n_unlabelled') or 0} unlabelled)</td></tr>")
-    for r in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
-        parts.append(f"<tr class='failed'><td></td><td>{_e(r['name'])}</td><td colspan='{len(report.measures) + 4}'>"
-                     f"FAILED: {_e(r['error'])}</td></tr>")
-    parts.append(f"</table><p class='muted'>★ best on that measure · ≈ not significantly different from the best · "
-                 f"▼ significantly worse than the best (paired {_e(report.test)} test over the same queries, Holm "
-                 f"correction over all {len(report.comparisons[report.primary].pairs)} pairs, α = {report.alpha:g}). "
-                 f"Brackets: 95 % percentile-bootstrap CI of the mean over labelled queries. W/T/L: queries where "
-                 f"the config beats / ties / loses to the best on {_e(report.primary)}.</p>")
-
-    # plots
     parts.append("<h2>Plots</h2>")
     titles = {"leaderboard": f"{report.primary} with confidence intervals", "recall_curves": "recall@k curves",
               "per_class": f"{report.primary} per query class"}
     for key, path in plots.items():
         parts.append(f"<h3>{_e(titles.get(key, key))}</h3>{_img(path, titles.get(key, key))}")
 
-    # per-class table
     if report.per_class.height:
         classes = sorted(report.per_class["query_class"].unique().to_list())
-        parts.append(f"<h2>{_e(report.primary)} per query class</h2><table id='per-class'><tr><th>config</th>"
-                     + "".join(f"<th>{_e(c)}</th>" for c in classes) + "</tr>")
-        best_per_class = report.per_class.group_by("query_class").agg(pl.col("mean").max())
-        best_of = dict(best_per_class.iter_rows())
-        for cid in report.leaderboard()["config_id"].to_list():
-            sub = {r["query_class"]: r for r in report.per_class.filter(pl.col("config_id") == cid)
-                   .iter_rows(named=True)}
-            cells = []
-            for c in classes:
-                r = sub.get(c)
-                if r is None:
-                    cells.append("<td>–</td>")
-                    continue
-                strong = r["mean"] == best_of.get(c)
-                v = f"{r['mean']:.3f}"
-                cells.append(f"<td class='num'>{'<b>' + v + '</b>' if strong else v} <span class='ci'>n={r['n']}"
-                             f"</span></td>")
-            parts.append(f"<tr><td>{_e(report.name_of(cid))}</td>{''.join(cells)}</tr>")
-        parts.append("</table><p class='muted'>Bold: best config for that class. Unlabelled queries are excluded."
-                     "</p>")
+        best_of = dict(report.per_class.group_by("query_class").agg(pl.col("mean").max()).iter_rows())
+        parts.append(f"<h2>{_e(report.primary)} per query class</h2>")
+        for chunk in _split(classes, MAX_TABLE_COLUMNS):
+            parts.append("<table class='per-class'><tr><th>config</th>"
+                         + "".join(f"<th class='num'>{_e(c)}</th>" for c in chunk) + "</tr>")
+            for cid in report.leaderboard()["config_id"].to_list():
+                sub = {r["query_class"]: r for r in report.per_class.filter(pl.col("config_id") == cid)
+                       .iter_rows(named=True)}
+                cells = []
+                for c in chunk:
+                    r = sub.get(c)
+                    if r is None:
+                        cells.append("<td>–</td>")
+                        continue
+                    v = f"{r['mean']:.3f}"
+                    cells.append(f"<td class='num'>{'<b>' + v + '</b>' if r['mean'] == best_of.get(c) else v} "
+                                 f"<span class='ci'>n={r['n']}</span></td>")
+                parts.append(f"<tr><td>{_e(report.label_of(cid))}</td>{''.join(cells)}</tr>")
+            parts.append("</table>")
+        parts.append("<p class='muted'>Bold: best config for that class. Unlabelled queries are excluded.</p>")
 
-    # chunk statistics
-    parts.append("<h2>Chunk statistics</h2>")
-    if report.chunk_stats is None:
-        parts.append("<p class='muted'>No chunk statistics were stored for this sweep.</p>")
-    else:
-        cids = [c for c in report.leaderboard()["config_id"].to_list()
-                if c in set(report.chunk_stats["config_id"].to_list())]
-        stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
-        vals = {(r["config_id"], r["stat"]): r["value"] for r in report.chunk_stats.iter_rows(named=True)}
-        parts.append("<table id='chunk-stats'><tr><th>statistic</th>"
-                     + "".join(f"<th>{_e(_short(report.name_of(c), 32))}</th>" for c in cids) + "</tr>")
-        for s in stats:
-            parts.append(f"<tr><td>{_e(s)}</td>" + "".join(
-                f"<td class='num'>{_fmt(vals.get((c, s)), 3)}</td>" for c in cids) + "</tr>")
-        parts.append("</table>")
-
-    # all pairs of the primary measure
-    comp = report.comparisons[report.primary]
-    names = dict(report.configs.select("config_id", "name").iter_rows())
-    parts.append(f"<h2>All pairs on {_e(report.primary)}</h2><table id='pairs'><tr><th>A</th><th>B</th>"
-                 "<th>mean A−B</th><th>p</th><th>p (Holm)</th><th>significant</th><th>W/T/L</th></tr>")
-    for p in sorted(comp.pairs, key=lambda p: -abs(p.mean_diff)):
-        if p.mean_diff < 0:
-            p = comp.pair(p.config_b, p.config_a)
-        parts.append(f"<tr><td>{_e(names.get(p.config_a, p.config_a))}</td><td>{_e(names.get(p.config_b, p.config_b))}"
-                     f"</td><td class='num'>{p.mean_diff:+.4f}</td><td class='num'>{_fmt(p.p_value)}</td>"
-                     f"<td class='num'>{_fmt(p.p_adjusted)}</td><td>{'yes' if p.significant else 'no'}</td>"
-                     f"<td class='num'>{p.wins}/{p.ties}/{p.losses}</td></tr>")
-    parts.append("</table></body></html>")
+    parts += _chunk_stats_html(report)
+    parts.append("<h2>Every pair</h2>")
+    parts += _pairs_html(report)
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 
