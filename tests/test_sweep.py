@@ -79,7 +79,8 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, setti
     assert len(parents) == 1 and len(children) == 4
     child = children[0]
     assert child.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-    assert "ndcg_at_10" in child.data.metrics and "chunker.kind" in child.data.params
+    assert "ndcg_at_10" in child.data.metrics and child.data.params["chunker"] in ("whole", "markdown")
+    assert parents[0].info.run_name == first.sweep_id
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.parquet", "rankings.parquet"}
     assert "chunkstat_spans_split" in child.data.metrics
     plots = {a.path for a in client.list_artifacts(parents[0].info.run_id, "plots")}
