@@ -17,7 +17,8 @@ from ragbench.core.progress import console, stdout
 
 
 class _Typer(typer.Typer):
-    """A closed pipe (``ragbench sweep ... --json | head -1``) ends the command quietly with status 0."""
+    """A closed pipe (``ragbench sweep ... --json | head -1``) ends the command quietly with status 0 (Click
+    would exit 1)."""
 
     def __call__(self, *args, **kwargs):
         try:
@@ -25,6 +26,12 @@ class _Typer(typer.Typer):
         except BrokenPipeError:
             _quiet_stdout()
             sys.exit(0)
+        except SystemExit as e:
+            # Click answers EPIPE by wrapping stdout to pacify the final flush, then exit(1): the reader left
+            if e.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
+                _quiet_stdout()
+                sys.exit(0)
+            raise
 
 
 def _quiet_stdout() -> None:
