@@ -235,8 +235,10 @@ def test_mlflow_runs_read_like_a_leaderboard(demo_sweep):
     assert "ndcg_at_10" in table["columns"] and len(table["data"]) == 34  # previewable: a row per query
 
 
-def test_promotion_gives_the_registry_version_its_context(demo_sweep):
+def test_promotion_gives_the_registry_version_its_context(demo_sweep, monkeypatch):
     home, rows = demo_sweep.home, demo_sweep.rows
+    for var in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):  # mlflow.set_tracking_uri in earlier tests sets them
+        monkeypatch.delenv(var, raising=False)
     proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "promote", "latest", "1", "--who", "tester",
                            "--home", str(home)], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
                           timeout=600)
