@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: setup llm services demo test bench
+.PHONY: setup llm services browser demo test bench
 setup: $(BIN)/.installed
 
 # the local LLM server for end-to-end answer accuracy: llama.cpp's llama-server built once (4-20 min on 2 cores)
@@ -24,10 +24,18 @@ llm: setup
 services:
 	bash scripts/install_test_services.sh
 
+# headless Chromium for the test that renders the HTML report: Debian's package (Playwright's own browser download
+# cannot work here); installed when missing and we are root, else the test says it skips
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -q && apt-get install -y -q chromium; \
+	  else echo "chromium not found and not root: tests/test_morning.py skips its browser test"; fi; }
+
 demo: setup
 	$(BIN)/ragbench sweep configs/demo.yaml
 
-test: setup llm services
+test: setup llm services browser
 	RAGBENCH_REQUIRE_LLM=1 $(BIN)/python -m pytest -q
 
 bench: setup

@@ -2,11 +2,20 @@
 
 Runs in Prefect's ephemeral mode (no server) by default, or against a server when ``PREFECT_API_URL`` is set.
 ``python -m flows.sweep --serve configs/scifact.yaml`` serves it on a nightly cron (02:00 UTC) without a work pool.
+
+What Prefect shows of a sweep: the flow run is named after the sweep (``<sweep name>-<time>`` at start, the sweep
+id once it is known), every task after what it does (``embed recursive 128 tok, overlap 0 × all-MiniLM-L6-v2``,
+``evaluate ... | all-MiniLM-L6-v2 | hybrid RRF``), ragbench's log lines are the run's logs, and the run publishes
+artifacts: the leaderboard with CIs and the configs tied with the best (markdown), a table per chunker, and links to
+the MLflow parent run and the HTML report.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+from datetime import datetime, timezone
+from pathlib import Path
 
 from flows.settings import configure_prefect
 
@@ -16,11 +25,12 @@ from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from ragbench.config import load_config  # noqa: E402
+from ragbench.core.progress import console, log  # noqa: E402
 from ragbench.core.retry import is_transient  # noqa: E402
 from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.core.workers import DaskWorkers  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
-from ragbench.sweep import run_sweep  # noqa: E402
+from ragbench.sweep import Published, publish_sweep, run_sweep, sweep_settings  # noqa: E402
 
 
 def _retry_transient(task_, task_run, state) -> bool:
@@ -33,25 +43,117 @@ def _retry_transient(task_, task_run, state) -> bool:
 
 
 class PrefectStageRunner:
-    """Runs each library stage as a Prefect task (the library's own content-addressed cache does the caching)."""
+    """Runs each library stage as a Prefect task named after what it does (the library's own content-addressed
+    cache does the caching), and names the flow run after the sweep id once the sweep knows it."""
 
     def run(self, name, fn, /, *args, **kwargs):
-        stage = task(fn, name=name, retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=_retry_transient,
-                     cache_policy=NO_CACHE, persist_result=False)
+        stage = task(fn, name=name.split(" ", 1)[0], task_run_name=lambda: name, retries=2,
+                     retry_delay_seconds=[5, 30], retry_condition_fn=_retry_transient, cache_policy=NO_CACHE,
+                     persist_result=False)
         return stage(*args, **kwargs)
 
+    def sweep_started(self, sweep_id: str, sweep_name: str) -> None:
+        """Rename the flow run to the sweep id (a resumed sweep keeps its id) and say where to watch it."""
+        from prefect.client.orchestration import get_client
+        from prefect.runtime import flow_run
 
-@flow(name="ragbench-sweep", log_prints=True)
-def sweep_flow(config_path: str, home: str | None = None, fresh: bool = False, workers=None) -> SweepResult:
-    """Run (or resume) the sweep described by ``config_path`` (``fresh``: re-evaluate every config; ``workers``:
-    where embedding shards run)."""
+        try:
+            with get_client(sync_client=True) as client:
+                client.update_flow_run(flow_run_id=flow_run.id, name=sweep_id)
+        except Exception as e:  # the name is a convenience; the sweep goes on
+            log.warning("Prefect: could not name the flow run %s: %s", sweep_id, e)
+        url = flow_run.ui_url
+        if url:
+            console.print(f"Prefect flow run {sweep_id}: {url}", highlight=False)
+
+
+def _flow_run_name() -> str:
+    """``<sweep name>-<UTC time>``: the name a run has until the sweep id is known."""
+    from prefect.runtime import flow_run
+
+    try:
+        name = load_config(flow_run.parameters["config_path"]).name
+    except Exception:  # an unreadable config fails in the flow itself, with its file:line message
+        name = "ragbench-sweep"
+    return f"{name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}"
+
+
+def _attach_run_logs():
+    """Send ragbench's log lines to the Prefect run's logs (the UI's Logs tab) while the flow runs; returns the
+    handler to detach. Attached here rather than through ``PREFECT_LOGGING_EXTRA_LOGGERS`` because a worker's
+    flow process has configured logging before it imports this file."""
+    from prefect.logging.handlers import APILogHandler
+
+    handler = APILogHandler()
+    log.addHandler(handler)
+    return handler
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:60] or "x"
+
+
+def publish_artifacts(published: Published) -> int:
+    """The sweep's Prefect artifacts: the leaderboard (markdown: CIs, marks, the configs tied with the best), one
+    table per chunker, and links to the MLflow parent run and the HTML report. Returns how many were created."""
+    from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
+
+    from ragbench.reporting.report import leaderboard_markdown, report_rows
+
+    report = published.report
+    if report is None:
+        return 0
+    name = _slug(report.sweep_name)
+    links = [f"* HTML report: `{published.html}`"]
+    if published.mlflow_url:
+        links.append(f"* MLflow parent run: [{report.sweep_id}]({published.mlflow_url})")
+    create_markdown_artifact(markdown=f"{leaderboard_markdown(report)}\n\n{chr(10).join(links)}",
+                             key=f"ragbench-leaderboard-{name}", description=f"leaderboard of {report.sweep_id}")
+    n = 1
+    rows = report_rows(report)
+    for chunker in dict.fromkeys(r["chunker"] for r in rows):
+        table = [{"rank": r["rank"], "model": r["model"], "retriever": r["retriever"],
+                  report.primary: None if r.get(report.primary) is None else round(r[report.primary], 4),
+                  "95% CI": "" if r.get(report.primary) is None else
+                  f"{r[f'{report.primary}_ci_low']:.3f}–{r[f'{report.primary}_ci_high']:.3f}",
+                  "vs best": r.get(f"{report.primary}_mark", "FAILED"), "config_id": r["config_id"]}
+                 for r in rows if r["chunker"] == chunker]
+        create_table_artifact(table=table, key=f"ragbench-{name}-{_slug(chunker)}",
+                              description=f"{report.sweep_id}: configs chunked by {chunker}")
+        n += 1
+    if published.mlflow_url:
+        create_link_artifact(link=published.mlflow_url, link_text=f"MLflow run {report.sweep_id}",
+                             key=f"ragbench-mlflow-{name}", description="the sweep's MLflow parent run")
+        n += 1
+    if published.html:
+        create_link_artifact(link=Path(published.html).resolve().as_uri(), link_text="HTML report",
+                             key=f"ragbench-report-{name}", description="the self-contained HTML report (local file)")
+        n += 1
+    return n
+
+
+@flow(name="ragbench-sweep", flow_run_name=_flow_run_name, log_prints=True)
+def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, fresh: bool = False,
+               workers=None) -> SweepResult:
+    """Run (or resume) the sweep described by ``config_path``, then publish its report and artifacts (``fresh``:
+    re-evaluate every config; ``workers``: where embedding shards run, by default a Dask scheduler named by
+    ``RAGBENCH_DASK_ADDRESS`` when set, else here)."""
+    handler = _attach_run_logs()
     cfg, settings = load_config(config_path), Settings.from_env()
     own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
     if own:
         workers = DaskWorkers(address=settings.dask_address)
     try:
-        return run_sweep(cfg, settings, runner=PrefectStageRunner(), home=home, fresh=fresh, workers=workers)
+        result = run_sweep(cfg, settings, runner=PrefectStageRunner(), home=home, fresh=fresh, workers=workers)
+        if publish:
+            published = publish_sweep(result.sweep_id, sweep_settings(cfg, settings, home), mlflow=cfg.output.mlflow)
+            try:
+                publish_artifacts(published)
+            except Exception as e:  # artifacts are a view of results that are safe in DuckDB
+                log.warning("Prefect: could not publish artifacts: %s", e)
+        return result
     finally:
+        log.removeHandler(handler)
         if own:
             workers.close()
 

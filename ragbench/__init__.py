@@ -10,6 +10,7 @@ A notebook needs only this module::
     import ragbench
     cfg = ragbench.load_config("configs/demo.yaml")
     result = ragbench.run_sweep(cfg, ragbench.Settings.from_env(home="/tmp/rb"))
+    ragbench.publish_sweep(result.sweep_id, ragbench.Settings.from_env(home="/tmp/rb"))  # report, MLflow summary
     ds = ragbench.load_dataset(cfg.dataset)
 
 Names are imported on first use, so ``import ragbench`` stays cheap (MLflow and torch load only when needed).
@@ -44,6 +45,7 @@ _EXPORTS = {
     "evaluate_per_query": "ragbench.evaluation.metrics",
     "compare_configs": "ragbench.evaluation.stats",
     "run_sweep": "ragbench.sweep",
+    "publish_sweep": "ragbench.sweep",
     "SweepResult": "ragbench.results.outcomes",
     "ConfigResult": "ragbench.results.outcomes",
     "ConfigOutcome": "ragbench.results.outcomes",
@@ -79,4 +81,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ragbench.results.outcomes import ConfigOutcome, ConfigResult, SweepResult
     from ragbench.results.store import ResultStore
     from ragbench.retrieval import RERANKERS, RETRIEVERS, RetrievalResources, RetrieverSpec, retrieve
-    from ragbench.sweep import run_sweep
+    from ragbench.sweep import publish_sweep, run_sweep

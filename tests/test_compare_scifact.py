@@ -88,7 +88,7 @@ output: {{mlflow: false}}
     assert result.n_failed == 0 and len(result.outcomes) == 3
     store = ResultStore(home / "results.duckdb")
     ids = {o.spec["retriever"]["k1"]: o.config_id for o in result.outcomes}
-    pq = per_query_values(store, result.sweep_id, ["ndcg@10"])
+    pq = per_query_values(store, result.sweep_id, ["ndcg@10"])  # either spelling
     assert pq["query_id"].n_unique() == 200
     nan_q = set(pq.filter(pl.col("value").is_nan())["query_id"].unique().to_list())
     assert nan_q == zero_only  # judged only 0: unlabelled, never scored

@@ -43,7 +43,7 @@ def knobs(tmp_path_factory):
     con.close()
 
 
-def _class_means(con, config_id, measure="ndcg@10"):
+def _class_means(con, config_id, measure="ndcg_at_10"):
     return dict(con.execute("SELECT query_class, avg(value) FROM query_metrics WHERE config_id = ? AND measure = ? "
                             "AND NOT isnan(value) GROUP BY ALL", [config_id, measure]).fetchall())
 

@@ -75,7 +75,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     # ---- report: leaderboard on the terminal, one self-contained HTML file with plots, logged to MLflow
     res = _cli("report", "latest", "--out", str(tmp / "report"), home=home)
     assert res.exit_code == 0, res.output
-    assert "wins on ndcg@10" in res.output and "[" in res.output  # headline with its CI
+    assert "wins on ndcg_at_10" in res.output and "[" in res.output  # headline with its CI
     html = (tmp / "report" / "report.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
     assert "<h2>Leaderboard</h2>" in html and all(o.name in html for o in result.outcomes)

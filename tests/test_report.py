@@ -25,7 +25,7 @@ from ragbench.results.store import ResultStore
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 N = 20  # labelled queries; q20 is unlabelled (NaN everywhere)
 
-# ndcg@10 per query: A is good, B close to A (tied), C much worse. Classes: q00-q09 "x", q10-q19 "y".
+# ndcg@10 per query (written in the @ spelling: stored as the key ndcg_at_10): A is good, B close to A (tied), C much worse. Classes: q00-q09 "x", q10-q19 "y".
 A = [1.0] * 10 + [0.5] * 10
 B = [1.0] * 9 + [0.0] + [0.5] * 9 + [1.0]
 C = [0.0] * 15 + [0.5] * 5
@@ -60,7 +60,7 @@ def store(tmp_path):
 
 def test_report_numbers_match_hand_computation(store):
     rep = build_report(store, "syn-1")
-    assert rep.primary == "ndcg@10" and rep.measures == ("ndcg@10", "recall@10")
+    assert rep.primary == "ndcg_at_10" and rep.measures == ("ndcg_at_10", "recall_at_10")
     board = rep.leaderboard()
     assert board["name"].to_list() == ["config A", "config B", "config C"]  # failed D is not ranked
     assert board["mean"].to_list() == pytest.approx([0.75, 0.725, 0.125])  # 15/20, (9+4.5+1)/20, 2.5/20
@@ -69,12 +69,12 @@ def test_report_numbers_match_hand_computation(store):
     a = board.row(0, named=True)
     assert (a["ci_low"], a["ci_high"]) == pytest.approx((ci.low, ci.high)) and a["ci_low"] < 0.75 < a["ci_high"]
     # B differs from A on 2 queries only: tied; C loses on 15 and ties on 5 (q15-q19): significantly worse
-    assert rep.comparisons["ndcg@10"].tied_with_best == ("a" * 16, "b" * 16)
+    assert rep.comparisons["ndcg_at_10"].tied_with_best == ("a" * 16, "b" * 16)
     c = board.row(2, named=True)
     assert c["worse_than_best"] and (c["wins"], c["ties"], c["losses"]) == (0, 5, 15)
     b = board.row(1, named=True)
     assert not b["worse_than_best"] and (b["wins"], b["ties"], b["losses"]) == (1, 18, 1)
-    assert rep.headline.startswith("config A wins on ndcg@10: 0.750 [")
+    assert rep.headline.startswith("config A wins on ndcg_at_10: 0.750 [")
     assert "tied with: config B; significantly better than 1 of 2" in rep.headline
     # recall@k curves: k -> recall, per config
     curve = rep.recall_curves.filter(pl.col("name") == "config B").sort("k")
@@ -115,9 +115,15 @@ def test_html_report_is_self_contained_with_plots_and_chunk_stats(store, tmp_pat
     doc.feed(path.read_text(encoding="utf-8"))
     text = " ".join(doc.text)
     assert doc.tags[0] == "html" and "table" in doc.tags
-    assert "Leaderboard" in text and "config A wins on ndcg@10" in text
+    assert "Leaderboard" in text and "config A wins on ndcg_at_10" in text
     assert "FAILED: boom: no model" in text  # failed configs are listed, not hidden
-    assert re.search(r"Chunk statistics.*chunk_count.*42\.000.*7\.000", text, re.S)
+    # pivoted: one row per chunker, one column per statistic; counts printed as integers
+    assert re.search(r"Chunk statistics.*chunk count.*config A\s*42\s.*config C\s*7\s", text, re.S)
+    assert "42.000" not in text
+    # the legend explains the marks; the vs-best table comes before the all-pairs table, which is collapsed
+    assert "★ best · ≈ not significantly different from the best · ▼ significantly worse" in text
+    html = path.read_text(encoding="utf-8")
+    assert html.index("id='vs-best'") < html.index("<details id='all-pairs'>") < html.index("id='pairs'")
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs == ["leaderboard.png", "per_class.png", "recall_curves.png"]
     embedded = [s for s in doc.imgs if s.startswith("data:image/png;base64,")]
@@ -132,16 +138,16 @@ def test_cli_report_and_compare(store, tmp_path):
     home = store.path.parent
     res = CliRunner().invoke(app, ["report", "latest", "--home", str(home), "--out", str(tmp_path / "r")])
     assert res.exit_code == 0, res.output
-    assert "config A wins on ndcg@10" in res.output and "▼" in res.output  # C marked significantly worse
+    assert "config A wins on ndcg_at_10" in res.output and "▼" in res.output  # C marked significantly worse
     assert (tmp_path / "r" / "report.html").is_file()
 
-    res = CliRunner().invoke(app, ["compare", "syn", "--home", str(home), "--test", "student", "--json"])
+    res = CliRunner().invoke(app, ["compare", "syn", "--home", str(home), "--test", "student", "--json", "--all"])
     assert res.exit_code == 0, res.output
     import json
 
     rows = {(r["config_a"], r["config_b"]): r for r in map(json.loads, res.stdout.splitlines())}
     expected = compare_configs(store.query("SELECT config_id, query_id, measure, value FROM query_metrics"),
-                               "ndcg@10", test="student")
+                               "ndcg_at_10", test="student")
     for p in expected.pairs:
         assert rows[(p.config_a, p.config_b)]["p_adjusted"] == pytest.approx(p.p_adjusted)
 
@@ -155,8 +161,9 @@ def test_resolving_sweeps_and_configs(store):
     assert resolve_config_id(store, "syn-1", "cccc") == "c" * 16
     with pytest.raises(Exception, match="ambiguous"):
         resolve_config_id(store, "syn-1", "config")
-    with pytest.raises(Exception, match="measure 'mrr@10' was not computed"):
+    with pytest.raises(Exception, match="measure 'mrr_at_10' was not computed"):
         build_report(store, "syn-1", primary="mrr@10")
+    assert build_report(store, "syn-1", primary="recall@5").primary == "recall_at_5"  # either spelling
 
 
 def test_report_and_terminal_share_the_default_columns():
@@ -165,7 +172,8 @@ def test_report_and_terminal_share_the_default_columns():
     from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
 
     assert report.LEADERBOARD_MEASURES is terminal.LEADERBOARD_MEASURES is LEADERBOARD_MEASURES
-    assert leaderboard_measures({"recall@5", "recall@20", "recall@10/50"}) == (
-        "ndcg@10", "recall@10", "recall@20", "mrr@10", "precision@10")
-    assert leaderboard_measures({"recall@1", "recall@10"}) == ("ndcg@10", "recall@10", "mrr@10", "precision@10")
-    assert "recall@100" in leaderboard_measures(set())  # nothing computed yet: the terminal's old default
+    assert leaderboard_measures({"recall_at_5", "recall_at_20", "reach_hit_at_10_of_50"}) == (
+        "ndcg_at_10", "recall_at_10", "recall_at_20", "mrr_at_10", "precision_at_10")
+    assert leaderboard_measures({"recall@1", "recall@10"}) == (  # the @ spelling is read too
+        "ndcg_at_10", "recall_at_10", "mrr_at_10", "precision_at_10")
+    assert "recall_at_100" in leaderboard_measures(set())  # nothing computed yet: the terminal's old default

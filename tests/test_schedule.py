@@ -1,9 +1,11 @@
 """The nightly schedule, for real: a local Prefect server, the repository's prefect.yaml deployed to a process work
-pool, a triggered run of the deployment picked up by a worker, and its results in DuckDB.
+pool, a triggered run of the deployment picked up by a worker, and its results in DuckDB. And the demo sweep run
+through that server, as the morning shows it in Prefect: the run named after the sweep, tasks named after what they
+do, ragbench's log lines and the leaderboard artifacts, all read back through the Prefect API.
 
 Started here (and stopped by PID in a finalizer): `prefect server start` on 127.0.0.1 with a throwaway
-PREFECT_HOME. The run uses a tiny BM25-only sweep of the bundled demo set with MLflow off, so the whole test is
-dominated by the server start (~25 s) and the flow process start.
+PREFECT_HOME, once for the module. The deployment uses a tiny BM25-only sweep of the bundled demo set with MLflow
+off, so that test is dominated by the server start (~25 s) and the flow process start.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import DEMO, ROOT, write_config
+from conftest import DEMO, ROOT, clean_env, write_config
 
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 FLOW, DEPLOYMENT = "ragbench-sweep", "ragbench-nightly-sweep"
@@ -55,8 +58,9 @@ def _stop(proc: subprocess.Popen) -> None:
             continue
 
 
-@pytest.fixture
-def prefect_server(tmp_path):
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("prefect-server")
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_TRACKING_URI",
                                                                      "RAGBENCH_QDRANT"))}
@@ -133,9 +137,63 @@ output: {{mlflow: false}}
     try:
         sweeps = con.execute("SELECT name, status FROM sweeps").fetchall()
         configs = con.execute("SELECT name, status, n_queries FROM configs").fetchall()
-        ndcg = con.execute("SELECT mean FROM config_metrics WHERE measure = 'ndcg@10'").fetchall()
+        ndcg = con.execute("SELECT mean FROM config_metrics WHERE measure = 'ndcg_at_10'").fetchall()
     finally:
         con.close()
     assert sweeps == [("tiny-nightly", "finished")]
     assert configs == [("whole | bm25(k1=1.2,b=0.75)", "finished", 34)]
     assert 0 < ndcg[0][0] <= 1
+
+
+def _post(url: str, body: dict) -> list | dict:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_the_demo_through_a_prefect_server_shows_the_sweep(prefect_server, demo_sweep, tmp_path):
+    """configs/demo.yaml through `ragbench sweep` against the server (vectors from the demo sweep's cache)."""
+    env, api = prefect_server
+    home = tmp_path / "home"
+    shutil.copytree(demo_sweep.home / "cache", home / "cache")  # the same vectors: nothing to embed again
+    proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "sweep", str(ROOT / "configs" / "demo.yaml"),
+                           "--home", str(home), "--json"], cwd=ROOT, env=clean_env(**{
+                               **{k: v for k, v in env.items() if k.startswith("PREFECT_")},
+                               "PREFECT_HOME": str(tmp_path / "prefect-client")}),
+                          capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    sweep_id = rows[0]["sweep_id"]
+    assert len(rows) == 20
+    assert f"Prefect flow run {sweep_id}: http://127.0.0.1" in proc.stderr  # the CLI says where to look
+
+    runs = _post(f"{api}/flow_runs/filter", {"flow_runs": {"name": {"any_": [sweep_id]}}})
+    assert len(runs) == 1 and runs[0]["state"]["type"] == "COMPLETED"
+    run_id = runs[0]["id"]
+
+    tasks = _post(f"{api}/task_runs/filter", {"flow_runs": {"id": {"any_": [run_id]}}, "limit": 200})
+    names = [t["name"] for t in tasks]
+    assert "evaluate recursive 128 tok, overlap 0 | all-MiniLM-L6-v2 | hybrid RRF" in names
+    assert "evaluate fixed 128 tok, overlap 32 | BM25" in names
+    assert "embed recursive 128 tok, overlap 0 × all-MiniLM-L6-v2" in names
+    assert "index markdown ≤256 tok, breadcrumb × static-retrieval-m2v" in names
+    staged = [n for n in names if n.split(" ", 1)[0] in ("chunk", "embed", "index", "evaluate")]
+    assert len(staged) == len(set(staged)) >= 20 + 4 + 8 + 8  # every task says what it did: no two alike
+    assert not any(re.search(r"evaluate-[0-9a-f]{16}", n) for n in names)
+
+    artifacts = {a["key"]: a for a in _post(f"{api}/artifacts/filter",
+                                             {"artifacts": {"flow_run_id": {"any_": [run_id]}}})}
+    board = artifacts["ragbench-leaderboard-demo"]
+    assert board["type"] == "markdown" and "Tied with the best" in board["data"] and "[95 % CI]" in board["data"]
+    assert sweep_id in board["data"] and "| # | chunker | model | retriever |" in board["data"]
+    tables = [a for a in artifacts.values() if a["type"] == "table"]
+    assert len(tables) == 4  # one per chunker
+    assert "#/experiments/" in artifacts["ragbench-mlflow-demo"]["data"]  # links (Prefect stores them as markdown)
+    assert "file://" in artifacts["ragbench-report-demo"]["data"]
+
+    logs = _post(f"{api}/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200})
+    messages = [entry["message"] for entry in logs]
+    assert any(m.startswith(f"sweep {sweep_id}: 20 configs") for m in messages), messages[:20]
+    assert any(m.startswith("config ") and "ndcg_at_10 = " in m for m in messages)
+    assert not any("Building index" in m for m in messages)  # bm25s' DEBUG lines stay out

@@ -54,13 +54,13 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, setti
     dup = con.execute("SELECT count(*) FROM (SELECT config_id, query_id, rank, count(*) c FROM rankings "
                       "GROUP BY ALL HAVING c > 1)").fetchall()[0][0]
     assert dup == 0
-    nan_rows = con.execute("SELECT count(*) FROM query_metrics WHERE isnan(value) AND measure = 'recall@10'")\
+    nan_rows = con.execute("SELECT count(*) FROM query_metrics WHERE isnan(value) AND measure = 'recall_at_10'")\
         .fetchall()[0][0]
     assert nan_rows == 4 * 2  # NaN stored per unlabelled query, per config; never 1.0
     span_means = dict(con.execute(
-        "SELECT measure, min(mean) FROM config_metrics WHERE measure IN ('span_recall@5', 'evidence_recall@512tok', "
-        "'chunk_ndcg@10') GROUP BY measure").fetchall())
-    assert set(span_means) == {"span_recall@5", "evidence_recall@512tok", "chunk_ndcg@10"}
+        "SELECT measure, min(mean) FROM config_metrics WHERE measure IN ('span_recall_at_5', "
+        "'evidence_recall_at_512tok', 'chunk_ndcg_at_10') GROUP BY measure").fetchall())
+    assert set(span_means) == {"span_recall_at_5", "evidence_recall_at_512tok", "chunk_ndcg_at_10"}
     assert all(0 < v <= 1 for v in span_means.values())
     stats = dict(con.execute("SELECT stat, value FROM chunk_stats WHERE config_id = ?",
                              [first.outcomes[0].config_id]).fetchall())
@@ -79,7 +79,8 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, setti
     assert len(parents) == 1 and len(children) == 4
     child = children[0]
     assert child.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
-    assert "ndcg_at_10" in child.data.metrics and "chunker.kind" in child.data.params
+    assert "ndcg_at_10" in child.data.metrics and child.data.params["chunker"] in ("whole", "markdown")
+    assert parents[0].info.run_name == first.sweep_id
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.parquet", "rankings.parquet"}
     assert "chunkstat_spans_split" in child.data.metrics
     dense = [r for r in children if r.data.params.get("retriever.kind") == "dense"]
@@ -109,7 +110,7 @@ def test_cli_json_output_for_scripts(home, demo_cfg):
     assert len(rows) == 4
     for r in rows:
         assert set(r) >= {"config_id", "name", "spec", "metrics", "n_queries", "n_unlabelled"}
-        assert r["n_queries"] == 34 and r["n_unlabelled"] == 2 and not math.isnan(r["metrics"]["ndcg@10"])
+        assert r["n_queries"] == 34 and r["n_unlabelled"] == 2 and not math.isnan(r["metrics"]["ndcg_at_10"])
 
 
 def test_cli_bad_config_exits_2_with_file_and_line(home, tmp_path):

@@ -41,8 +41,18 @@ class ChunkerSpec(Spec):
         raise NotImplementedError
 
     def describe(self) -> str:
-        """The automatic label (used when ``name`` is not set)."""
+        """The automatic label (used when ``name`` is not set). Part of config names, which are stored: keep it."""
         return self.kind
+
+    def explain(self) -> str:
+        """What the chunker does in words, for people (``recursive 128 tok, overlap 0``); subclasses override
+        :meth:`explain_cut`. Display only: never part of an id or a stored name."""
+        extra = {"title": "", "breadcrumb": ", breadcrumb", "none": ", no title"}.get(self.prefix, "")
+        return self.explain_cut() + extra
+
+    def explain_cut(self) -> str:
+        """How the text is cut, in words (default: :meth:`describe`)."""
+        return self.describe()
 
     @property
     def label(self) -> str:
@@ -70,6 +80,9 @@ class SizedChunkerSpec(ChunkerSpec):
 
     def describe(self) -> str:
         return f"{self.kind}{self.size}{'t' if self.unit == 'tokens' else 'c'}o{self.overlap}"
+
+    def explain_cut(self) -> str:
+        return f"{self.kind} {self.size} {'tok' if self.unit == 'tokens' else 'chars'}, overlap {self.overlap}"
 
     @property
     def tokenizer_name(self) -> str | None:

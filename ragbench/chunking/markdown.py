@@ -37,6 +37,9 @@ class MarkdownChunker(ChunkerSpec):
     def describe(self) -> str:
         return f"markdown{self.max_tokens or ''}"
 
+    def explain_cut(self) -> str:
+        return "markdown" + (f" ≤{self.max_tokens} tok" if self.max_tokens else " sections")
+
     @property
     def tokenizer_name(self) -> str | None:
         return self.tokenizer

@@ -48,3 +48,7 @@ class SentenceChunker(ChunkerSpec):
 
     def describe(self) -> str:
         return f"sent{self.window}s{self.stride or self.window}"
+
+    def explain_cut(self) -> str:
+        stride = self.stride or self.window
+        return f"{self.window} sentences, " + ("no overlap" if stride >= self.window else f"stride {stride}")

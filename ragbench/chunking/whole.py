@@ -11,5 +11,8 @@ from ragbench.chunking.base import CHUNKERS, ChunkerSpec, Span
 class WholeDocChunker(ChunkerSpec):
     kind: Literal["whole"] = "whole"
 
+    def explain_cut(self) -> str:
+        return "whole document"
+
     def spans(self, text: str) -> list[Span]:
         return [(0, len(text))] if text else []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,11 +12,40 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ragbench.cli.options import Format
 from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import console, stdout
 from ragbench.core.redact import redact
 
-app = typer.Typer(
+
+class _Typer(typer.Typer):
+    """A closed pipe (``ragbench sweep ... --json | head -1``) ends the command quietly with status 0 (Click
+    would exit 1)."""
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except BrokenPipeError:
+            _quiet_stdout()
+            sys.exit(0)
+        except SystemExit as e:
+            # Click answers EPIPE by wrapping stdout to pacify the final flush, then exit(1): the reader left
+            if e.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":
+                _quiet_stdout()
+                sys.exit(0)
+            raise
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test runner's capture): nothing to flush
+        pass
+
+
+app = _Typer(
     help="Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries.\n\n"
          "Results go to one local folder (--home, $RAGBENCH_HOME, default ./.ragbench): a DuckDB file with every "
          "per-query result, an MLflow store to browse (`mlflow ui --backend-store-uri sqlite:///.ragbench/mlflow.db`)"
@@ -34,6 +65,27 @@ class Orchestrator(str, Enum):
     local = "local"
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        import ragbench
+
+        try:
+            installed = version("ragbench")
+        except PackageNotFoundError:
+            installed = ragbench.__version__
+        typer.echo(f"ragbench {ragbench.__version__}" + ("" if installed == ragbench.__version__ else
+                                                          f" (installed metadata: {installed})"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="print the version and exit")] = False) -> None:
+    """Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries."""
+
+
 def _fail(e: Exception) -> None:
     console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
     raise typer.Exit(2)
@@ -42,8 +94,10 @@ def _fail(e: Exception) -> None:
 @app.command()
 def sweep(
     config: Annotated[Path, typer.Argument(help="sweep YAML (see configs/)")],
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object per config on stdout instead of "
-                                                          "the leaderboard")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="same as --format json: one JSON object per config on "
+                                                          "stdout, best first, with its rank")] = False,
+    fmt: Annotated[Format, typer.Option("--format", help="leaderboard on stdout: a table fitting the terminal, "
+                                                         "markdown, csv or json")] = Format.table,
     orchestrator: Annotated[Orchestrator, typer.Option(help="prefect: run stages as Prefect tasks (ephemeral "
                                                             "server unless PREFECT_API_URL is set); local: plain "
                                                             "Python")] = Orchestrator.prefect,
@@ -58,6 +112,8 @@ def sweep(
                                                         "a local cluster")] = None,
     fresh: Annotated[bool, typer.Option(help="evaluate every config anew instead of reusing stored results "
                                              "(and instead of resuming)")] = False,
+    report: Annotated[bool, typer.Option(help="write the HTML report and put the answer on the MLflow parent "
+                                              "run when the sweep ends")] = True,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
@@ -66,44 +122,56 @@ def sweep(
     came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. Exit code 1 when any
     config failed, 2 on invalid input.
     """
+    console.print(f"starting sweep {config} …", highlight=False)  # at once: the imports below take seconds
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers
-    from ragbench.reporting.terminal import json_lines, leaderboard_table
+    from ragbench.reporting.terminal import leaderboard_table, leaderboard_text
     from ragbench.sweep import preflight, sweep_settings
 
+    fmt = Format.json if json_out else fmt
+    published = None
     try:
         cfg = load_config(config)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         settings.ensure_home()
         preflight(cfg, settings)
+        n = len(cfg.expand())
         address = address or settings.dask_address
         pool = open_workers(task_runner.value, workers, address) if task_runner is TaskRunner.dask else None
         try:
             if orchestrator is Orchestrator.prefect:
                 from flows.settings import configure_prefect
 
+                console.print(f"sweep {cfg.name}: {n} configs; Prefect starting (its first start in a home migrates "
+                              "a database: up to a minute)", highlight=False)
                 configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
                 from flows.sweep import sweep_flow
 
-                result = sweep_flow(str(config), home=str(settings.home), fresh=fresh, workers=pool)
+                result = sweep_flow(str(config), home=str(settings.home), publish=report, fresh=fresh, workers=pool)
             else:
-                from ragbench.sweep import run_sweep
+                from ragbench.sweep import publish_sweep, run_sweep
 
+                console.print(f"sweep {cfg.name}: {n} configs, plain Python", highlight=False)
                 result = run_sweep(cfg, settings, fail_fast=fail_fast, fresh=fresh, workers=pool)
+                if report:
+                    published = publish_sweep(result.sweep_id, settings, mlflow=cfg.output.mlflow)
         finally:
             if pool is not None:
                 pool.close()
     except RagbenchError as e:
         _fail(e)
-    if json_out:
-        for line in json_lines(result):
-            typer.echo(line)
-    else:
-        stdout.print(leaderboard_table(result))
+    if fmt is Format.table:
+        stdout.print(leaderboard_table(result, width=stdout.width))
         db = (result.home / "results.duckdb")
         console.print(f"per-query results: duckdb {db}  (e.g. SELECT * FROM query_metrics WHERE sweep_id = "
-                      f"'{result.sweep_id}')")
+                      f"'{result.sweep_id}')", highlight=False)
+        if published and published.html:
+            console.print(f"report: {published.html}", highlight=False)
+        if published and published.mlflow_url:
+            console.print(f"MLflow: {published.mlflow_url}", highlight=False)
+    else:
+        typer.echo(leaderboard_text(result, fmt.value))
     if result.n_failed:
         raise typer.Exit(1)
 

@@ -2,8 +2,9 @@
 the CLI by :func:`register`.
 
 Every command reads the DuckDB store of the ragbench home (``--home``, else ``$RAGBENCH_HOME``, else ``./.ragbench``).
-SWEEP is a sweep id, a unique prefix of one, or ``latest``; CONFIG is a config id, a unique id prefix or the exact
-config name shown in the leaderboard. Exit codes: 0 ok, 1 promotion/rollback refused, 2 invalid input.
+SWEEP is a sweep id, a unique prefix of one, or ``latest``; CONFIG is the config's rank on the leaderboard (``1`` is
+the best), its id, a unique id prefix or its exact stored name. A measure may be written ``ndcg@10`` or
+``ndcg_at_10``. Exit codes: 0 ok, 1 promotion/rollback refused, 2 invalid input.
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from ragbench.cli.options import Format
+
 HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="ragbench home holding results.duckdb (default: "
                                                                  "$RAGBENCH_HOME, else ./.ragbench)")]
 SweepArg = Annotated[str, typer.Argument(help="sweep id (or a unique prefix), or 'latest'")]
+ConfigArg = Annotated[str, typer.Argument(help="leaderboard rank (1 = best), config id, unique id prefix, or exact "
+                                               "name")]
 
 
 class Test(str, Enum):
@@ -93,6 +98,9 @@ def register(app: typer.Typer) -> None:
         test: Annotated[Test, typer.Option(help="paired significance test")] = Test.randomization,
         alpha: Annotated[float, typer.Option(help="significance level (Holm-corrected over all pairs)")] = 0.05,
         mlflow: Annotated[bool, typer.Option(help="log the report as artifacts of the sweep's MLflow run")] = True,
+        fmt: Annotated[Format, typer.Option("--format", help="leaderboard on stdout: a table fitting the terminal, "
+                                                             "markdown, csv or json (one object per config)")]
+        = Format.table,
         home: HomeOpt = None,
     ) -> None:
         """Print the leaderboard (means with 95 % bootstrap CIs, significance against the best) and write a
@@ -101,19 +109,24 @@ def register(app: typer.Typer) -> None:
         The HTML and its PNG plots are also logged under report/ of the sweep's MLflow parent run.
         """
         from ragbench.core.errors import RagbenchError
+        from ragbench.core.measures import measure_key
         from ragbench.core.progress import console, stdout
-        from ragbench.reporting.report import build_report, leaderboard_rich, write_html_report
+        from ragbench.reporting.report import build_report, leaderboard_rich, report_text, write_html_report
         from ragbench.results.lookup import resolve_sweep_id
 
         try:
             store, settings = _store(home)
             sid = resolve_sweep_id(store, sweep)
-            rep = build_report(store, sid, primary=measure, test=test.value, alpha=alpha)
+            rep = build_report(store, sid, primary=measure_key(measure) if measure else None, test=test.value,
+                               alpha=alpha)
             path = write_html_report(store, sid, out or settings.home / "reports" / sid, settings=settings,
                                      log_to_mlflow=mlflow, report=rep)
         except (RagbenchError, ValueError) as e:
             _fail(e)
-        stdout.print(leaderboard_rich(rep))
+        if fmt is Format.table:
+            stdout.print(leaderboard_rich(rep, width=stdout.width))
+        else:
+            typer.echo(report_text(rep, fmt.value))
         console.print(f"report: {path}")
         if open_:
             import webbrowser
@@ -128,39 +141,48 @@ def register(app: typer.Typer) -> None:
         test: Annotated[Test, typer.Option(help="paired test: randomization (sign-flip permutation) or student "
                                                 "(paired t-test, as ranx)")] = Test.randomization,
         alpha: Annotated[float, typer.Option(help="family-wise significance level (Holm over all pairs)")] = 0.05,
+        all_pairs: Annotated[bool, typer.Option("--all/--vs-best", help="every pair of configs, or (default) "
+                                                                        "each config against the best")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="print the pairs as JSON lines")] = False,
         home: HomeOpt = None,
     ) -> None:
-        """Significance table: every pair of configs on the same queries, mean difference, raw and Holm-adjusted
-        p-values, win/tie/loss per query, and the set of configs tied with the best."""
+        """Paired significance tests on the same queries: by default each config against the best (mean
+        difference, Holm-adjusted p-value, win/tie/loss per query); --all prints every pair. Holm's correction
+        is over all pairs either way, so the p-values match the report's."""
         from ragbench.core.errors import RagbenchError
+        from ragbench.core.measures import measure_key
         from ragbench.core.progress import stdout
-        from ragbench.evaluation.stats import compare_configs
-        from ragbench.reporting.report import comparison_rich, per_query_values
+        from ragbench.reporting.report import build_report, comparison_rich, vs_best_rich, vs_best_rows
         from ragbench.results.lookup import resolve_sweep_id, sweep_primary
 
         try:
             store, _ = _store(home)
             sid = resolve_sweep_id(store, sweep)
-            m = measure or sweep_primary(store, sid)
-            pq = per_query_values(store, sid, [m])
-            if pq.is_empty():
-                raise RagbenchError(f"measure {m!r} has no values in sweep {sid}")
-            comp = compare_configs(pq, m, test=test.value, alpha=alpha)
-            names = store.config_names(sid)
+            m = measure_key(measure) if measure else sweep_primary(store, sid)
+            rep = build_report(store, sid, primary=m, measures=(m,), test=test.value, alpha=alpha)
         except (RagbenchError, ValueError) as e:
             _fail(e)
+        comp = rep.comparisons[rep.primary]
+        names = dict(rep.configs.select("config_id", "name").iter_rows())
         if json_out:
-            for row in comp.to_polars().iter_rows(named=True):
-                typer.echo(json.dumps({**row, "name_a": names.get(row["config_a"]),
-                                       "name_b": names.get(row["config_b"])}, sort_keys=True))
+            if all_pairs:
+                for row in comp.to_polars().iter_rows(named=True):
+                    typer.echo(json.dumps({**row, "name_a": names.get(row["config_a"]),
+                                           "name_b": names.get(row["config_b"])}, sort_keys=True))
+            else:
+                for row in vs_best_rows(rep):
+                    typer.echo(json.dumps({**row, "best": comp.best, "measure": rep.primary}, sort_keys=True))
             return
-        stdout.print(comparison_rich(comp, names))
+        if all_pairs:
+            labels = dict(rep.configs.select("config_id", "label").iter_rows())
+            stdout.print(comparison_rich(comp, labels, width=stdout.width))
+        else:
+            stdout.print(vs_best_rich(rep, width=stdout.width))
 
     @app.command()
     def explain(
         sweep: SweepArg,
-        config: Annotated[str, typer.Argument(help="config id, unique id prefix, or exact name")],
+        config: ConfigArg,
         query_id: Annotated[str, typer.Argument(help="query id from the dataset")],
         deep: Annotated[int, typer.Option(help="size of the deep pool searched for the first relevant chunk")] = 100,
         show: Annotated[int, typer.Option(help="chunks shown in the ranking and near-miss tables")] = 10,
@@ -183,7 +205,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def promote(
         sweep: SweepArg,
-        config: Annotated[str, typer.Argument(help="config id, unique id prefix, or exact name")],
+        config: ConfigArg,
         force: Annotated[bool, typer.Option(help="promote even if the gate refuses (needs --reason)")] = False,
         reason: Annotated[Optional[str], typer.Option(help="why the gate is overridden (recorded)")] = None,
         primary: Annotated[Optional[str], typer.Option(help="measure the gate compares (default: the sweep's "

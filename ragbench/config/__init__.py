@@ -13,6 +13,7 @@ from ragbench.chunking import (
                                WholeDocChunker,
                                chunker_label,
 )
+from ragbench.config.labels import ConfigLabels
 from ragbench.config.loader import load_config
 from ragbench.config.sweep import OutputSpec, RunConfig, SweepConfig
 from ragbench.data.spec import DatasetSpec
@@ -39,8 +40,8 @@ from ragbench.retrieval import (
 )
 
 __all__ = ["CHUNKERS", "RERANKERS", "RETRIEVERS", "AnnFidelitySpec", "BM25Params", "BM25Retriever", "ChunkerSpec",
-           "ContextAssemblySpec", "DatasetSpec", "DenseParams", "DenseRetriever", "DiagnosticsSpec", "EmbedderSpec",
-           "FixedChunker", "GenerationSpec", "HybridBM25Params", "HybridRetriever", "IndexSpec", "KSweepSpec",
+           "ConfigLabels", "ContextAssemblySpec", "DatasetSpec", "DenseParams", "DenseRetriever", "DiagnosticsSpec",
+           "EmbedderSpec",           "FixedChunker", "GenerationSpec", "HybridBM25Params", "HybridRetriever", "IndexSpec", "KSweepSpec",
            "LocalServerSpec", "MarkdownChunker", "MetricsSpec", "OutputSpec", "ParentsSpec", "QueryClassSpec",
            "RecursiveChunker", "RerankSpec", "RetrieverSpec", "RunConfig", "SentenceChunker", "SweepConfig",
            "WholeDocChunker", "chunker_label", "load_config", "retriever_label"]

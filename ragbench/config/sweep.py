@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from ragbench.chunking import CHUNKERS, ChunkerSpec
+from ragbench.config.labels import ConfigLabels
 from ragbench.core.hashing import stable_hash
 from ragbench.core.spec import Spec
 from ragbench.data.spec import DatasetSpec
@@ -93,6 +94,12 @@ class RunConfig:
     @property
     def config_id(self) -> str:
         return stable_hash(self.spec())
+
+    @property
+    def labels(self) -> ConfigLabels:
+        """The chunker, model and retriever in words, for display (:mod:`ragbench.config.labels`); the stored
+        identity stays :attr:`name` and :attr:`config_id`."""
+        return ConfigLabels.of(self.chunker, self.embedder, self.retriever)
 
     @property
     def name(self) -> str:

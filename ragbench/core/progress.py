@@ -30,6 +30,19 @@ def configure(level: str = "INFO", bars: bool = True) -> None:
     global _bars
     log.setLevel(level.upper())
     _bars = bars
+    quiet_third_party()
+
+
+#: third-party loggers that talk at INFO or DEBUG about their own plumbing (MLflow's migrations, bm25s' indexing)
+NOISY_LOGGERS = ("alembic", "bm25s", "httpx", "mlflow", "numba")
+
+
+def quiet_third_party() -> None:
+    """Keep third-party plumbing off the terminal: their loggers at WARNING (lower levels only raised)."""
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < logging.WARNING:
+            logger.setLevel(logging.WARNING)
 
 
 def progress_enabled() -> bool:

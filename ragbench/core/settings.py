@@ -119,12 +119,18 @@ class Settings:
         return self.environ.get(name) if name else None
 
     def apply(self) -> "Settings":
-        """Apply the process-wide parts: Hugging Face offline mode (unless the user set it), tokenizer threads, the
-        ragbench log level and progress bars. Returns ``self``."""
+        """Apply the process-wide parts: Hugging Face offline mode (unless the user set it), tokenizer threads,
+        third-party progress bars and log levels off the terminal, the ragbench log level and progress bars.
+        Returns ``self``."""
         from ragbench.core import progress
 
         os.environ.setdefault("HF_HUB_OFFLINE", "0" if self.allow_download else "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # third-party progress bars (MLflow's artifact transfers, tqdm) and MLflow's INFO lines stay off the
+        # terminal; ragbench draws its own bars
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
         progress.configure(level=self.log_level, bars=self.progress)
         return self
 

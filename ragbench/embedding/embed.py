@@ -81,7 +81,11 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
         per_shard = 1 if workers is None or isinstance(workers, InProcess) else 2
         shards = [EmbedShard(spec, role, key, cache.root.parent, group) for group in chunked(segments, per_shard)]
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
-            (workers or InProcess()).map(embed_shard, shards, on_done=advance)
+            if workers is None or isinstance(workers, InProcess):  # here: the bar moves per batch
+                for shard in shards:
+                    embed_shard(shard, on_batch=advance)
+            else:  # on a cluster: per shard, as each one comes back
+                workers.map(embed_shard, shards, on_done=advance)
     stats = EmbedStats(requested=len(texts), unique=len(unique), cached=len(unique) - len(missing),
                        computed=len(missing))
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
@@ -102,9 +106,10 @@ class EmbedShard:
     segments: list[tuple[list[str], list[str]]]
 
 
-def embed_shard(shard: EmbedShard) -> int:
-    """Encode each segment of ``shard`` and append it to the cache (one atomic segment file each); returns the
-    number of texts. The model is loaded once per process and reused by every later shard."""
+def embed_shard(shard: EmbedShard, on_batch=None) -> int:
+    """Encode each segment of ``shard`` (one model call per batch; ``on_batch(n)`` after each) and append it to the
+    cache (one atomic segment file each); returns the number of texts. The model is loaded once per process and
+    reused by every later shard."""
     spec = shard.spec
     prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
     device = resolve_device(spec.device)
@@ -113,8 +118,12 @@ def embed_shard(shard: EmbedShard) -> int:
     cache = VectorCache(shard.cache_root)
     done = 0
     for hashes, texts in shard.segments:
-        vecs = model.encode(texts, prompt=prompt or None, batch_size=batch_size, convert_to_numpy=True,
-                            show_progress_bar=False)
-        cache.append(shard.key, shard.role, hashes, vecs)
+        parts = []
+        for j in range(0, len(texts), batch_size):  # one batch per call, wherever it runs: the same vectors
+            parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
+                                      convert_to_numpy=True, show_progress_bar=False))
+            if on_batch is not None:
+                on_batch(len(parts[-1]))
+        cache.append(shard.key, shard.role, hashes, np.concatenate(parts))
         done += len(hashes)
     return done

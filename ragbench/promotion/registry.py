@@ -33,7 +33,9 @@ promotion (``rolled_back_at`` set) and reactivates the one before it, moving bot
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import io
 import json
 import math
 import os
@@ -47,6 +49,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measures import measure_key
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
@@ -141,7 +144,7 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
     sweep = store.sweep(sweep_id)
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
-    primary = primary or sweep_primary(store, sweep_id)
+    primary = measure_key(primary) if primary else sweep_primary(store, sweep_id)
     board = store.leaderboard(sweep_id)
     names = dict(board.select("config_id", "name").iter_rows())
     cfg = board.filter(pl.col("config_id") == config_id)
@@ -308,16 +311,76 @@ def _register_model(settings: Settings, payload: dict, decision: GateDecision | 
             if decision and decision.p_value is not None and not math.isnan(decision.p_value):
                 metrics["p_value"] = decision.p_value
             mlflow.log_metrics({k: v for k, v in metrics.items() if v == v})
-            info = mlflow.pyfunc.log_model(
-                name="retriever", python_model=RetrieverModel(), artifacts={CONFIG_ARTIFACT: str(cfg_path)},
-                registered_model_name=model_name,
-                pip_requirements=["mlflow", "ragbench"])  # explicit: inferring them would load the model
-            log.info("MLflow: promotion run %s", run.info.run_id)
+            # MLflow prints "Successfully registered model ..." to stderr itself and warns that a Python object is
+            # pickled (the model is ours): ragbench says what happened instead
+            with contextlib.redirect_stderr(io.StringIO()), _without_pickle_warning():
+                info = mlflow.pyfunc.log_model(
+                    name="retriever", python_model=RetrieverModel(), artifacts={CONFIG_ARTIFACT: str(cfg_path)},
+                    registered_model_name=model_name,
+                    pip_requirements=["mlflow", "ragbench"])  # explicit: inferring them would load the model
+    log.info("MLflow: promotion run %s", run.info.run_id)
     version = info.registered_model_version
     if version is None:  # older MLflow: look the version up by run
         found = client.search_model_versions(f"name = '{model_name}' and run_id = '{run.info.run_id}'")
         version = max(int(v.version) for v in found)
     return str(version)
+
+
+@contextmanager
+def _without_pickle_warning():
+    """Drop MLflow's "serialized using CloudPickle" warning while the promoted model is logged."""
+    import logging
+
+    class _Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "CloudPickle" not in record.getMessage()
+
+    logger, drop = logging.getLogger("mlflow.pyfunc"), _Drop()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def _describe_version(settings: Settings, model_name: str, version: str, *, sweep_id: str, config_id: str,
+                      name: str, spec: dict, fp: str, decision: GateDecision, forced: bool, reason: str | None,
+                      who: str, source_run: str | None, previous: Promotion | None) -> None:
+    """Give a registered version what it was promoted on: tags (``sweep_id, config_id, config, label,
+    dataset_fingerprint, metric, metric_value, p_value, p_value_vs, forced, reason, who, source_run_id,
+    previous_version``) and a markdown description linking the config's run in its sweep."""
+    from mlflow.tracking import MlflowClient
+
+    from ragbench.config.labels import ConfigLabels
+    from ragbench.results.tracking import default_tracking_uri
+
+    uri = default_tracking_uri(settings)
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    label = ConfigLabels.from_stored(spec, name).text
+    if previous is not None:
+        vs = f"production {previous.name} (version {previous.mlflow_model_version})"
+    else:
+        vs = "the best config of the sweep" if decision.p_value is not None else "none (the sweep's best)"
+    tags = {"sweep_id": sweep_id, "config_id": config_id, "config": name, "label": label,
+            "dataset_fingerprint": fp, "metric": decision.primary, "metric_value": f"{decision.candidate_mean:.6g}",
+            "p_value": _fmt_p(decision.p_value) if decision.p_value is not None else "none", "p_value_vs": vs,
+            "forced": str(forced).lower(), "reason": reason or "none", "who": who,
+            "source_run_id": source_run or "none",
+            "previous_version": previous.mlflow_model_version if previous and previous.mlflow_model_version
+            else "none"}
+    for key, value in tags.items():
+        client.set_model_version_tag(model_name, version, key, str(value)[:5000])
+    link = "(not logged to MLflow)"
+    if source_run:
+        run = client.get_run(source_run)
+        link = f"[{source_run}](#/experiments/{run.info.experiment_id}/runs/{source_run})"
+    gate = ("**FORCED** past the gate: " + (reason or "") if forced else "passed the promotion gate")
+    client.update_model_version(model_name, version, description="\n".join([
+        f"**{label}** from sweep `{sweep_id}` (config `{config_id}`), {gate}.", "",
+        f"* {decision.primary} = {decision.candidate_mean:.4f} on dataset `{fp}`",
+        f"* p-value vs {vs}: {tags['p_value']}",
+        f"* evidence: {decision.evidence}",
+        f"* promoted by {who}; source run: {link}"]))
 
 
 def _set_model_alias(settings: Settings, model_name: str, version: str | None, alias: str = ALIAS) -> None:
@@ -371,7 +434,7 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
     settings = settings or Settings(home=store.path.parent)
     home = settings.home
     sweep_id = resolve_sweep_id(store, sweep_id)
-    config_id = resolve_config_id(store, sweep_id, config)
+    config_id = resolve_config_id(store, sweep_id, config, primary=primary)
     decision = check_gate(store, sweep_id, config_id, primary=primary, alpha=alpha)
     if not decision.allowed and not force:
         raise PromotionRefused(f"promotion refused: {decision.evidence}. To promote anyway: --force --reason TEXT")
@@ -392,6 +455,13 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
         "ragbench.kind": "promotion", "ragbench.sweep_id": sweep_id, "ragbench.config_id": config_id,
         "ragbench.dataset_fingerprint": fp, "ragbench.forced": force, "ragbench.who": who,
         "ragbench.reason": reason or "", "ragbench.evidence": decision.evidence})
+    forced = force and not decision.allowed
+    try:  # the registry is for browsing: a version without its description is still the promoted model
+        _describe_version(settings, model_name, version, sweep_id=sweep_id, config_id=config_id, name=row["name"],
+                          spec=spec, fp=fp, decision=decision, forced=forced, reason=reason, who=who,
+                          source_run=row.get("mlflow_run_id"), previous=previous)
+    except Exception as e:
+        log.warning("MLflow: could not describe %s version %s: %s", model_name, version, e)
     prev_target = collection_alias(settings)
     _set_model_alias(settings, model_name, version)
     try:
@@ -399,7 +469,7 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
         store.record_promotion(
             promoted_at=datetime.now(timezone.utc), sweep_id=sweep_id, config_id=config_id, name=row["name"],
             spec=spec, dataset_fingerprint=fp, primary_measure=decision.primary,
-            primary_value=decision.candidate_mean, p_value=decision.p_value, forced=force and not decision.allowed,
+            primary_value=decision.candidate_mean, p_value=decision.p_value, forced=forced,
             reason=reason, who=who, mlflow_model_version=version, collection=collection, model_name=model_name,
             evidence=decision.evidence)
     except BaseException:

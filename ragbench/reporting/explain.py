@@ -198,7 +198,7 @@ def render_explanation(e: Explanation, show: int = 10) -> Group:
         head.append(f" · answers: {' | '.join(e.answers)}")
     head.append("\nrelevant documents: " + (", ".join(f"{d} ({r})" for d, r in e.relevant_docs) or
                                             "none (unlabelled query: not scored)"))
-    shown = {k: v for k, v in e.metrics.items() if k.endswith("@10")} or dict(list(e.metrics.items())[:6])
+    shown = {k: v for k, v in e.metrics.items() if k.endswith("_at_10")} or dict(list(e.metrics.items())[:6])
     if shown:
         head.append("\n" + " · ".join(f"{k} {('–' if math.isnan(v) else f'{v:.3f}')}" for k, v in shown.items()))
     parts: list = [Panel(head, title=f"{e.config_name}  ·  sweep {e.sweep_id}", title_align="left")]

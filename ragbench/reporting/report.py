@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,11 +27,14 @@ from pathlib import Path
 import polars as pl
 from rich.table import Table
 
+from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measures import measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
+from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
 
@@ -44,7 +48,8 @@ class SweepReport:
     ----------
     configs : polars.DataFrame
         One row per config of the sweep: ``config_id, name, status, error, n_queries, n_unlabelled,
-        retrieval_ms_per_query, mlflow_run_id``.
+        retrieval_ms_per_query, mlflow_run_id`` and its labels for people: ``chunker, model, retriever, label``
+        (:class:`ragbench.config.labels.ConfigLabels`).
     summary : polars.DataFrame
         One row per finished config and measure: ``config_id, name, measure, mean, ci_low, ci_high, n, is_best,
         tied_with_best, p_vs_best`` (Holm-adjusted p-value of the paired test against that measure's best; NaN
@@ -83,8 +88,27 @@ class SweepReport:
         return self.comparisons[self.primary].best
 
     def name_of(self, config_id: str) -> str:
+        """The config's stored name (its identity in DuckDB and MLflow)."""
         row = self.configs.filter(pl.col("config_id") == config_id)
         return row["name"][0] if row.height else config_id
+
+    def label_of(self, config_id: str) -> str:
+        """The config in words (``recursive 128 tok, overlap 0 | all-MiniLM-L6-v2 | hybrid RRF``)."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        return row["label"][0] if row.height else config_id
+
+    def labels_of(self, config_id: str) -> ConfigLabels:
+        """The config's chunker, model and retriever in words."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        if not row.height:
+            return ConfigLabels(config_id, NO_MODEL, "")
+        return ConfigLabels(row["chunker"][0], row["model"][0], row["retriever"][0])
+
+    @property
+    def tied_with_best(self) -> list[str]:
+        """Config ids tied with the best on the primary measure (the best excluded), best mean first."""
+        tied = set(self.comparisons[self.primary].tied_with_best) - {self.best}
+        return [c for c in self.leaderboard()["config_id"].to_list() if c in tied]
 
     def leaderboard(self) -> pl.DataFrame:
         """Finished configs sorted by the primary measure (best first), one row each, primary columns only."""
@@ -96,14 +120,14 @@ class SweepReport:
         """``"<config> wins on <primary>: 0.xxx [lo, hi]; tied with: ...; significantly better than N of M"``."""
         board = self.leaderboard()
         best = board.filter(pl.col("config_id") == self.best).row(0, named=True)
-        tied = [self.name_of(c) for c in self.comparisons[self.primary].tied_with_best if c != self.best]
+        tied = [self.label_of(c) for c in self.tied_with_best]
         others = board.filter(pl.col("config_id") != self.best)
         beaten = int(others["worse_than_best"].sum()) if others.height else 0
         if len(tied) > 3:  # a long list reads as noise: name the closest runners-up, count the rest
             tied_text = f"{', '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
         else:
             tied_text = ", ".join(tied) if tied else "none"
-        return (f"{best['name']} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
+        return (f"{self.label_of(self.best)} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
                 f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
                 f"{others.height}")
 
@@ -126,10 +150,17 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     sweep = store.sweep(sweep_id)
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
-    primary = primary or sweep_primary(store, sweep_id)
-    configs = (store.leaderboard(sweep_id)
-               .select("config_id", "name", "status", "error", "n_queries", "n_unlabelled", "retrieval_ms_per_query",
-                       "mlflow_run_id")
+    primary = measure_key(primary) if primary else sweep_primary(store, sweep_id)
+    measures = measure_keys(measures)
+    board = store.leaderboard(sweep_id)
+    labels = [ConfigLabels.from_stored(json.loads(s or "{}"), n)
+              for s, n in zip(board["spec_json"].to_list(), board["name"].to_list())]
+    configs = (board.select("config_id", "name", "status", "error", "n_queries", "n_unlabelled",
+                            "retrieval_ms_per_query", "mlflow_run_id")
+               .with_columns(pl.Series("chunker", [lb.chunker for lb in labels], pl.String),
+                             pl.Series("model", [lb.model for lb in labels], pl.String),
+                             pl.Series("retriever", [lb.retriever for lb in labels], pl.String),
+                             pl.Series("label", [lb.text for lb in labels], pl.String))
                .sort("name", nulls_last=True, maintain_order=True))
     pq = per_query_values(store, sweep_id)
     if pq.is_empty():
@@ -177,8 +208,8 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
 
 
 def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
-    rec = pq.filter(pl.col("measure").str.contains(r"^recall@\d+$") & pl.col("value").is_not_nan())
-    return (rec.with_columns(pl.col("measure").str.extract(r"@(\d+)$").cast(pl.Int64).alias("k"))
+    rec = pq.filter(pl.col("measure").str.contains(r"^recall_at_\d+$") & pl.col("value").is_not_nan())
+    return (rec.with_columns(pl.col("measure").str.extract(r"_at_(\d+)$").cast(pl.Int64).alias("k"))
             .group_by("config_id", "k").agg(pl.col("value").mean().alias("recall"))
             .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
             .select("config_id", "name", "k", "recall").sort(["config_id", "k"]))
@@ -201,7 +232,7 @@ def _chunk_stats(store: ResultStore, sweep_id: str, names: dict[str, str]) -> pl
             .select("config_id", "name", "stat", pl.col("value").cast(pl.Float64)))
 
 
-# ---------------------------------------------------------------- terminal
+# ---------------------------------------------------------------- terminal, markdown, CSV, JSON
 def _fmt(v: float | None, digits: int = 4) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
@@ -213,54 +244,198 @@ def _mark(row: dict) -> str:
     return "▼" if row["worse_than_best"] else "≈"
 
 
-def leaderboard_rich(report: SweepReport) -> Table:
-    """The leaderboard with bootstrap CIs and significance marks, best first; failed configs last."""
-    t = Table(title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
-              caption=f"{report.headline}\n★ best · ≈ tied with best · ▼ significantly worse than best "
-                      f"({report.test} test, Holm, α={report.alpha:g}); [95 % bootstrap CI]",
-              caption_justify="left")
-    t.add_column("#", justify="right")
-    t.add_column("config")
-    for m in report.measures:
-        t.add_column(m, justify="right", style="bold" if m == report.primary else None)
-    t.add_column(f"W/T/L vs best ({report.primary})", justify="right")
-    t.add_column("p vs best", justify="right")
-    t.add_column("ms/query", justify="right")
+def legend(report: SweepReport) -> str:
+    """What the marks and brackets mean, and why a lower mean can be ≈ while a higher one is ▼."""
+    n = len(report.comparisons[report.primary].pairs)
+    return (f"★ best · ≈ not significantly different from the best · ▼ significantly worse than the best "
+            f"(paired {report.test} test on the same queries, Holm correction over all {n} pairs, "
+            f"α = {report.alpha:g}). CI: 95 % bootstrap interval of the mean. The marks come from per-query "
+            f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
+            f"even below a ▼ one that loses consistently.")
+
+
+def report_rows(report: SweepReport) -> list[dict]:
+    """One dict per config, best first on the primary measure (failed configs last, rank None): ``rank,
+    config_id, name, chunker, model, retriever, status, error``, for every measure ``m``: ``m`` (mean),
+    ``m_ci_low, m_ci_high, m_mark``; ``tied_with_best, worse_than_best, p_vs_best, wins, ties, losses`` (on the
+    primary), ``ms_per_query, queries, unlabelled``."""
     by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
     cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
+    rows = []
     for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
         cid = row["config_id"]
-        cells = []
+        c = cfg.get(cid, {})
+        out = {"rank": i, "config_id": cid, "name": c.get("name"), "chunker": c.get("chunker"),
+               "model": c.get("model"), "retriever": c.get("retriever"), "status": "finished", "error": None}
         for m in report.measures:
             r = by.get((cid, m))
-            cells.append(f"{_mark(r)} {_fmt(r['mean'])} [{_fmt(r['ci_low'], 3)}, {_fmt(r['ci_high'], 3)}]" if r
-                         else "–")
-        wtl = "—" if row["is_best"] else f"{row['wins']}/{row['ties']}/{row['losses']}"
-        t.add_row(str(i), row["name"], *cells, wtl, _fmt(row["p_vs_best"], 4),
-                  _fmt(cfg.get(cid, {}).get("retrieval_ms_per_query"), 1))
-    for r in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
-        t.add_row("", f"[red]{r['name']}[/red]", f"[red]FAILED: {r['error']}[/red]",
-                  *[""] * (len(report.measures) + 2))
-    return t
+            out.update({m: r["mean"] if r else None, f"{m}_ci_low": r["ci_low"] if r else None,
+                        f"{m}_ci_high": r["ci_high"] if r else None, f"{m}_mark": _mark(r) if r else ""})
+        out.update({"tied_with_best": row["tied_with_best"], "worse_than_best": row["worse_than_best"],
+                    "p_vs_best": row["p_vs_best"], "wins": row["wins"], "ties": row["ties"],
+                    "losses": row["losses"], "ms_per_query": c.get("retrieval_ms_per_query"),
+                    "queries": row["n"], "unlabelled": c.get("n_unlabelled")})
+        rows.append(out)
+    for c in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
+        rows.append({"rank": None, "config_id": c["config_id"], "name": c["name"], "chunker": c["chunker"],
+                     "model": c["model"], "retriever": c["retriever"], "status": c["status"], "error": c["error"]})
+    return rows
 
 
-def comparison_rich(comp: Comparison, names: dict[str, str]) -> Table:
-    """All pairs of one measure: mean difference, raw and Holm-adjusted p-values, win/tie/loss."""
-    t = Table(title=f"{comp.measure}: paired {comp.test} test, Holm over {len(comp.pairs)} pairs, α={comp.alpha:g}",
-              caption=f"best: {names.get(comp.best, comp.best)}; tied with best: "
-                      f"{', '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}",
-              caption_justify="left")
-    for c in ("A", "B", "mean A−B", "p", "p (Holm)", "significant", "W/T/L (A vs B)", "queries"):
-        t.add_column(c, justify="left" if c in ("A", "B") else "right")
-    pairs = sorted(comp.pairs, key=lambda p: (p.p_adjusted if p.p_adjusted == p.p_adjusted else 2.0))
-    for p in pairs:
+def _cell(m: str, ci: bool):
+    def fmt_row(row: dict) -> str:
+        if row.get(m) is None:
+            return "–" if row.get("status") == "finished" else ""
+        text = f"{row[f'{m}_mark']} {_fmt(row[m])}"
+        return text + (f" [{_fmt(row[f'{m}_ci_low'], 3)}, {_fmt(row[f'{m}_ci_high'], 3)}]" if ci else "")
+    return fmt_row
+
+
+def _display_rows(report: SweepReport) -> list[dict]:
+    """:func:`report_rows` with the combined display cells the table and markdown show."""
+    rows = report_rows(report)
+    for r in rows:
+        for m in report.measures:
+            r[f"{m}__cell"] = _cell(m, ci=False)(r)
+        r["primary__ci"] = (f"{_fmt(r.get(f'{report.primary}_ci_low'), 3)}–"
+                            f"{_fmt(r.get(f'{report.primary}_ci_high'), 3)}" if r.get(report.primary) is not None
+                            else "")
+        r["wtl"] = ("—" if r.get(f"{report.primary}_mark") == "★" else
+                    f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
+        if r["status"] != "finished":
+            r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
+    return rows
+
+
+def report_columns(report: SweepReport) -> list[Column]:
+    """Display columns of the report's leaderboard: rank, chunker, model, retriever, the primary measure (mark and
+    mean) and its CI always; then p and W/T/L against the best, the other measures, ms/query and queries."""
+    p = report.primary
+    cols = [Column("#", "rank", number(0), numeric=True, required=True),
+            Column("chunker", "chunker", required=True), Column("model", "model", required=True),
+            Column("retriever", "retriever", required=True),
+            Column(p, f"{p}__cell", numeric=True, required=True, style="bold"),
+            Column("95 % CI", "primary__ci", numeric=True, required=True),
+            Column("p vs best", "p_vs_best", number(4), numeric=True),
+            Column("W/T/L vs best", "wtl", numeric=True)]
+    cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
+    cols += [Column("ms/query", "ms_per_query", number(1), numeric=True),
+             Column("queries", "queries", number(0), numeric=True)]
+    return cols
+
+
+def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
+    """The leaderboard with bootstrap CIs and significance marks, best first, failed configs last, in a table
+    that fits ``width`` columns (the columns that do not fit are named in the caption)."""
+    rows = _display_rows(report)
+    return fit_table(report_columns(report), rows, width,
+                     title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
+                     caption=f"{report.headline}\n{legend(report)}",
+                     row_styles=["red" if r["status"] != "finished" else None for r in rows])
+
+
+def report_text(report: SweepReport, fmt: str) -> str:
+    """The leaderboard as ``markdown`` (display cells), ``csv`` (raw numbers, every measure with its CI) or
+    ``json`` (one object per config: :func:`report_rows` plus ``primary`` and ``sweep_id``)."""
+    if fmt == "markdown":
+        return leaderboard_markdown(report)
+    rows = report_rows(report)
+    if fmt == "json":
+        return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary,
+                                                          "value": r.get(report.primary)},
+                                          "sweep_id": report.sweep_id} for r in rows]))
+    keys = ["rank", "config_id", "name", "chunker", "model", "retriever", "status"]
+    for m in report.measures:
+        keys += [m, f"{m}_ci_low", f"{m}_ci_high"]
+    keys += ["tied_with_best", "worse_than_best", "p_vs_best", "wins", "ties", "losses", "ms_per_query", "queries",
+             "unlabelled", "error"]
+    return to_csv([Column(k, k) for k in keys], rows)
+
+
+def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
+    """The leaderboard as markdown: the headline, the table (primary with its CI, p and W/T/L against the best,
+    the other measures), the configs tied with the best, and the legend; ``limit`` keeps the best rows only."""
+    rows = _display_rows(report)
+    for r in rows:
+        r["primary__full"] = _cell(report.primary, ci=True)(r) if r.get(report.primary) is not None else ""
+    shown = rows if limit is None else rows[:limit]
+    p = report.primary
+    cols = [Column("#", "rank", number(0), numeric=True), Column("chunker", "chunker"), Column("model", "model"),
+            Column("retriever", "retriever"), Column(f"{p} [95 % CI]", "primary__full", numeric=True),
+            Column("p vs best", "p_vs_best", number(4), numeric=True), Column("W/T/L vs best", "wtl", numeric=True)]
+    cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
+    tied = [report.label_of(c) for c in report.tied_with_best]
+    parts = [f"**{report.headline}**", "", to_markdown(cols, shown)]
+    if limit is not None and len(rows) > limit:
+        parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")
+    parts += ["", f"**Tied with the best** ({len(tied)}): " + ("; ".join(tied) if tied else "none"), "",
+              f"_{legend(report)}_"]
+    return "\n".join(parts)
+
+
+def vs_best_rows(report: SweepReport) -> list[dict]:
+    """Every other finished config against the best on the primary measure: ``rank, config_id, name, label,
+    mean, mean_diff`` (config − best), ``p_vs_best`` (Holm), ``significant``, ``wins, ties, losses, n``."""
+    comp = report.comparisons[report.primary]
+    rows = []
+    for r in report_rows(report):
+        if r["rank"] is None or r["config_id"] == comp.best:
+            continue
+        pair = comp.pair(r["config_id"], comp.best)
+        rows.append({"rank": r["rank"], "config_id": r["config_id"], "name": r["name"],
+                     "label": report.label_of(r["config_id"]), "chunker": r["chunker"], "model": r["model"],
+                     "retriever": r["retriever"], "mean": r[report.primary], "mean_diff": pair.mean_diff,
+                     "p_vs_best": pair.p_adjusted, "significant": pair.significant, "mark": r[f"{report.primary}_mark"],
+                     "wins": pair.wins, "ties": pair.ties, "losses": pair.losses, "n": pair.n})
+    return rows
+
+
+def vs_best_rich(report: SweepReport, width: int = 160) -> Table:
+    """Each config against the best on the primary measure (what ``compare`` shows by default)."""
+    comp = report.comparisons[report.primary]
+    rows = vs_best_rows(report)
+    for r in rows:
+        r["cell"] = f"{r['mark']} {_fmt(r['mean'])}"
+        r["diff"] = f"{r['mean_diff']:+.4f}"
+        r["wtl"] = f"{r['wins']}/{r['ties']}/{r['losses']}"
+    cols = [Column("#", "rank", number(0), numeric=True, required=True), Column("chunker", "chunker", required=True),
+            Column("model", "model", required=True), Column("retriever", "retriever", required=True),
+            Column(report.primary, "cell", numeric=True, required=True),
+            Column("− best", "diff", numeric=True, required=True),
+            Column("p", "p_vs_best", number(4), numeric=True, required=True),
+            Column("W/T/L", "wtl", numeric=True), Column("queries", "n", number(0), numeric=True)]
+    best = report.leaderboard().row(0, named=True)
+    return fit_table(cols, rows, width,
+                     title=f"{report.primary}: every config against the best, {report.label_of(comp.best)} "
+                           f"({best['mean']:.4f}); paired {comp.test} test, Holm over all {len(comp.pairs)} pairs, "
+                           f"α={comp.alpha:g}",
+                     caption="▼ significantly worse than the best, ≈ not distinguishable from it; p: Holm-adjusted; "
+                             "W/T/L: queries where the config beats / ties / loses to the best. Every pair: "
+                             "`ragbench compare --all`.")
+
+
+def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -> Table:
+    """All pairs of one measure: mean difference, raw and Holm-adjusted p-values, win/tie/loss; ``names`` maps
+    config ids to what to show (labels)."""
+    rows = []
+    for p in sorted(comp.pairs, key=lambda p: (p.p_adjusted if p.p_adjusted == p.p_adjusted else 2.0)):
         a, b, d = p.config_a, p.config_b, p.mean_diff
         if d < 0:  # orient every row so that A is the better one: easier to read
             p = comp.pair(b, a)
             a, b, d = b, a, -d
-        t.add_row(names.get(a, a), names.get(b, b), f"{d:+.4f}", _fmt(p.p_value), _fmt(p.p_adjusted),
-                  "[green]yes[/green]" if p.significant else "no", f"{p.wins}/{p.ties}/{p.losses}", str(p.n))
-    return t
+        rows.append({"a": names.get(a, a), "b": names.get(b, b), "diff": f"{d:+.4f}", "p": p.p_value,
+                     "p_adj": p.p_adjusted, "sig": "yes" if p.significant else "no",
+                     "wtl": f"{p.wins}/{p.ties}/{p.losses}", "n": p.n})
+    cols = [Column("A (better mean)", "a", required=True), Column("B", "b", required=True),
+            Column("mean A−B", "diff", numeric=True, required=True),
+            Column("p (Holm)", "p_adj", number(4), numeric=True, required=True),
+            Column("significant", "sig", required=True), Column("p", "p", number(4), numeric=True),
+            Column("W/T/L (A vs B)", "wtl", numeric=True), Column("queries", "n", number(0), numeric=True)]
+    return fit_table(cols, rows, width,
+                     title=f"{comp.measure}: paired {comp.test} test, Holm over {len(comp.pairs)} pairs, "
+                           f"α={comp.alpha:g}",
+                     caption=f"best: {names.get(comp.best, comp.best)}; tied with best: "
+                             f"{', '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}")
 
 
 # ---------------------------------------------------------------- plots
@@ -283,7 +458,7 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
     err = [[m - lo for m, lo in zip(means, board["ci_low"].to_list())],
            [hi - m for m, hi in zip(means, board["ci_high"].to_list())]]
     ax.barh(y, means, xerr=err, color=colours, capsize=3)
-    ax.set_yticks(y, [_short(s) for s in board["name"].to_list()], fontsize=8)
+    ax.set_yticks(y, [_short(report.label_of(c), 60) for c in board["config_id"].to_list()], fontsize=8)
     ax.set_xlabel(f"{report.primary} (mean, 95 % bootstrap CI)")
     ax.set_xlim(0, 1.0 if max(board["ci_high"].fill_nan(0).to_list() + [0]) <= 1 else None)
     ax.set_title("green: best · blue: tied with best · grey: significantly worse", fontsize=9)
@@ -297,7 +472,7 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
         for cid in top:
             c = report.recall_curves.filter(pl.col("config_id") == cid).sort("k")
             if c.height:
-                ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.name_of(cid)))
+                ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.label_of(cid), 60))
         ax.set_xlabel("k (documents)")
         ax.set_ylabel("mean recall@k")
         ax.set_ylim(0, 1.02)
@@ -332,7 +507,7 @@ def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
                     if v == best:
                         ax.add_patch(plt.Rectangle((j - .5, i - .5), 1, 1, fill=False, edgecolor="red", lw=1.5))
         ax.set_xticks(range(len(classes)), classes, fontsize=8)
-        ax.set_yticks(range(len(cids)), [_short(report.name_of(c)) for c in cids], fontsize=7)
+        ax.set_yticks(range(len(cids)), [_short(report.label_of(c), 60) for c in cids], fontsize=7)
         ax.set_title(f"{report.primary} per query class (red box: best in the class)", fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.03)
         fig.tight_layout()
@@ -355,14 +530,22 @@ def _save(fig, path: Path) -> Path:
 
 # ---------------------------------------------------------------- HTML
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
-h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
-.headline{font-size:1.15em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0} th,td{padding:.3em .6em;border-bottom:1px solid #eee}
-th{background:#fafafa;text-align:left} td.num{text-align:right;font-variant-numeric:tabular-nums}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em auto;padding:0 1em;max-width:1300px;
+color:#222;box-sizing:border-box}
+h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd} h3{font-size:1em}
+.headline{font-size:1.1em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
+.legend{background:#fafafa;border:1px solid #eee;padding:.6em 1em;font-size:.9em}
+table{border-collapse:collapse;font-size:.85em;margin:.5em 0;max-width:100%}
+th,td{padding:.3em .5em;border-bottom:1px solid #eee;vertical-align:top} td{overflow-wrap:anywhere}
+th{background:#fafafa;text-align:left} td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{white-space:nowrap}
 tr.best td{background:#e8f5e9} tr.tied td{background:#e3f2fd} tr.failed td{color:#b71c1c}
-.ci{color:#777;font-size:.9em} .muted{color:#777;font-size:.9em} img{max-width:100%;border:1px solid #eee}
+.ci{color:#777;font-size:.9em} .muted{color:#777;font-size:.85em} img{max-width:100%;height:auto;border:1px solid #eee}
+details{margin:.5em 0} summary{cursor:pointer;font-weight:600}
 """
+
+#: most columns one table gets; a wider table is split (chunk statistics)
+MAX_TABLE_COLUMNS = 8
 
 
 def _e(x) -> str:
@@ -374,8 +557,154 @@ def _img(path: Path, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
 
 
+def _num_format(values: list[float | None]):
+    """A formatter for one column: counts as integers (``213``, ``78,519``) when every value is whole, else
+    shares and ratios with three decimals and larger values with one."""
+    present = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    whole = all(float(v).is_integer() for v in present)
+
+    def fmt(v: float | None) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        if whole:
+            return f"{int(v):,}"
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return fmt
+
+
+def _config_cells(labels: ConfigLabels, config_id: str, name: str) -> str:
+    """Chunker, model and retriever cells; the stored name and id show on hover."""
+    model = "– (BM25 only)" if labels.model == NO_MODEL else labels.model
+    title = _e(f"{name} ({config_id})")
+    return (f"<td title='{title}'>{_e(labels.chunker)}</td><td title='{title}'>{_e(model)}</td>"
+            f"<td title='{title}'>{_e(labels.retriever)}</td>")
+
+
+def _th(measure: str) -> str:
+    """A numeric header that may break before ``_at_`` (``recall`` / ``_at_10``) instead of inside a word."""
+    return f"<th class='num'>{_e(measure).replace('_at_', '<wbr>_at_')}</th>"
+
+
+def _leaderboard_html(report: SweepReport) -> list[str]:
+    parts = [f"<h2>Leaderboard</h2><p class='legend' id='legend'>{_e(legend(report))}</p>",
+             "<table id='leaderboard'><tr><th class='num'>#</th><th>chunker</th><th>model</th><th>retriever</th>"
+             + "".join(_th(m) for m in report.measures)
+             + "<th class='num'>W/T/L vs best</th><th class='num'>p vs best (Holm)</th><th class='num'>ms/query</th>"
+             "<th class='num'>queries</th></tr>"]
+    for r in report_rows(report):
+        cid = r["config_id"]
+        if r["rank"] is None:
+            parts.append(f"<tr class='failed'><td></td>{_config_cells(report.labels_of(cid), cid, r['name'])}"
+                         f"<td colspan='{len(report.measures) + 4}'>FAILED: {_e(r['error'])}</td></tr>")
+            continue
+        mark = r[f"{report.primary}_mark"]
+        cls = "best" if mark == "★" else ("tied" if r["tied_with_best"] else "")
+        cells = "".join(
+            f"<td class='num'>{r[f'{m}_mark']} {_fmt(r[m])}<br><span class='ci'>[{_fmt(r[f'{m}_ci_low'], 3)}, "
+            f"{_fmt(r[f'{m}_ci_high'], 3)}]</span></td>" if r.get(m) is not None else "<td>–</td>"
+            for m in report.measures)
+        wtl = "—" if mark == "★" else f"{r['wins']}/{r['ties']}/{r['losses']}"
+        parts.append(f"<tr class='{cls}'><td class='num'>{r['rank']}</td>"
+                     f"{_config_cells(report.labels_of(cid), cid, r['name'])}{cells}<td class='num'>{wtl}</td>"
+                     f"<td class='num'>{_fmt(r['p_vs_best'])}</td><td class='num'>{_fmt(r['ms_per_query'], 1)}</td>"
+                     f"<td class='num'>{r['queries']}<br><span class='muted'>+{r['unlabelled'] or 0} unlabelled"
+                     "</span></td></tr>")
+    parts.append(f"</table><p class='muted'>Brackets: 95 % percentile-bootstrap CI of the mean over labelled "
+                 f"queries. W/T/L: queries where the config beats / ties / loses to the best on "
+                 f"{_e(report.primary)}. #: the rank `ragbench explain` and `ragbench promote` accept.</p>")
+    return parts
+
+
+def _vs_best_html(report: SweepReport) -> list[str]:
+    comp = report.comparisons[report.primary]
+    parts = [f"<h2>Against the best on {_e(report.primary)}</h2><p class='muted'>Each config against "
+             f"{_e(report.label_of(comp.best))}: paired {_e(comp.test)} test on the same queries, Holm-adjusted "
+             f"over all {len(comp.pairs)} pairs.</p><table id='vs-best'><tr><th class='num'>#</th><th>chunker</th>"
+             f"<th>model</th><th>retriever</th>{_th(report.primary)}<th class='num'>− best</th>"
+             "<th class='num'>p (Holm)</th><th>verdict</th><th class='num'>W/T/L</th></tr>"]
+    for r in vs_best_rows(report):
+        verdict = "▼ significantly worse" if r["significant"] else "≈ not distinguishable"
+        parts.append(f"<tr class='{'tied' if not r['significant'] else ''}'><td class='num'>{r['rank']}</td>"
+                     f"{_config_cells(report.labels_of(r['config_id']), r['config_id'], r['name'])}"
+                     f"<td class='num'>{_fmt(r['mean'])}</td><td class='num'>{r['mean_diff']:+.4f}</td>"
+                     f"<td class='num'>{_fmt(r['p_vs_best'])}</td><td>{verdict}</td>"
+                     f"<td class='num'>{r['wins']}/{r['ties']}/{r['losses']}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _pairs_html(report: SweepReport) -> list[str]:
+    comp = report.comparisons[report.primary]
+    parts = [f"<details id='all-pairs'><summary>All {len(comp.pairs)} pairs on {_e(report.primary)}</summary>"
+             "<table id='pairs'><tr><th>A (better mean)</th><th>B</th><th class='num'>mean A−B</th>"
+             "<th class='num'>p</th><th class='num'>p (Holm)</th><th>significant</th><th class='num'>W/T/L</th>"
+             "</tr>"]
+    for p in sorted(comp.pairs, key=lambda p: -abs(p.mean_diff)):
+        if p.mean_diff < 0:
+            p = comp.pair(p.config_b, p.config_a)
+        parts.append(f"<tr><td>{_e(report.label_of(p.config_a))}</td><td>{_e(report.label_of(p.config_b))}</td>"
+                     f"<td class='num'>{p.mean_diff:+.4f}</td><td class='num'>{_fmt(p.p_value)}</td>"
+                     f"<td class='num'>{_fmt(p.p_adjusted)}</td><td>{'yes' if p.significant else 'no'}</td>"
+                     f"<td class='num'>{p.wins}/{p.ties}/{p.losses}</td></tr>")
+    parts.append("</table></details>")
+    return parts
+
+
+def _chunk_stats_html(report: SweepReport) -> list[str]:
+    """Chunk statistics pivoted: one row per chunker (per tokenizer when they differ), one column per statistic,
+    split into tables of at most :data:`MAX_TABLE_COLUMNS` statistics."""
+    parts = ["<h2>Chunk statistics</h2>"]
+    if report.chunk_stats is None:
+        return parts + ["<p class='muted'>No chunk statistics were stored for this sweep.</p>"]
+    vals: dict[str, dict[str, float]] = {}
+    for cid, stat, v in report.chunk_stats.select("config_id", "stat", "value").iter_rows():
+        vals.setdefault(cid, {})[stat] = v
+    stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
+    groups: dict[tuple, list[str]] = {}  # (chunker, values) -> configs: configs of one chunker share its stats
+    order = [c for c in report.leaderboard()["config_id"].to_list() if c in vals] + \
+        [c for c in vals if c not in set(report.leaderboard()["config_id"].to_list())]
+    for cid in order:
+        key = (report.labels_of(cid).chunker, tuple(vals[cid].get(s) for s in stats))
+        groups.setdefault(key, []).append(cid)
+    variants: dict[str, int] = {}
+    for chunker, _ in groups:
+        variants[chunker] = variants.get(chunker, 0) + 1
+    rows = []
+    for (chunker, values), cids in groups.items():
+        label = chunker
+        if variants[chunker] > 1:  # token counts differ by the model's tokenizer
+            models = dict.fromkeys("BM25" if report.labels_of(c).model == NO_MODEL else report.labels_of(c).model
+                                   for c in cids)
+            label += f" · tokens of {', '.join(models)}"
+        rows.append((label, dict(zip(stats, values))))
+    boundary = [s for s in stats if s.startswith(("chunks_", "spans_"))]
+    size = [s for s in stats if s not in boundary]
+    fmt = {s: _num_format([v.get(s) for _, v in rows]) for s in stats}
+    for n, cols in enumerate(t for g in (size, boundary) for t in _split(g, MAX_TABLE_COLUMNS)):
+        parts.append(f"<table class='chunk-stats' id='chunk-stats-{n + 1}'><tr><th>chunker</th>"
+                     + "".join(f"<th class='num'>{_e(s.replace('_', ' '))}</th>" for s in cols) + "</tr>")
+        for label, v in rows:
+            parts.append(f"<tr><td>{_e(label)}</td>"
+                         + "".join(f"<td class='num'>{fmt[s](v.get(s))}</td>" for s in cols) + "</tr>")
+        parts.append("</table>")
+    parts.append("<p class='muted'>Token counts use the tokenizer of the config's model (BM25 configs: the "
+                 "chunker's). Shares are fractions of chunks or of gold spans.</p>")
+    return parts
+
+
+def _split(items: list, most: int) -> list[list]:
+    """``items`` in as few even parts as keep each within ``most`` (9 -> 5 + 4, not 8 + 1)."""
+    if not items:
+        return []
+    n = math.ceil(len(items) / most)
+    size = math.ceil(len(items) / n)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
-    """The report as one self-contained HTML document."""
+    """The report as one self-contained HTML document (no external resource), every table within 1,400 px: the
+    headline, the legend, the leaderboard, each config against the best, plots, per-class results, chunk
+    statistics, and every pair behind a ``<details>``."""
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ragbench · {_e(report.sweep_id)}"
              f"</title><style>{_CSS}</style></head><body>",
              f"<h1>ragbench sweep <code>{_e(report.sweep_id)}</code></h1>",
@@ -383,96 +712,42 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
              f"status {_e(report.status)} · {report.configs.height} configs · primary measure "
              f"{_e(report.primary)} · generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}</p>",
              f"<p class='headline'>{_e(report.headline)}</p>"]
+    parts += _leaderboard_html(report)
+    parts += _vs_best_html(report)
 
-    # leaderboard
-    parts.append("<h2>Leaderboard</h2><table id='leaderboard'><tr><th>#</th><th>config</th>"
-                 + "".join(f"<th>{_e(m)}</th>" for m in report.measures)
-                 + "<th>W/T/L vs best</th><th>p vs best (Holm)</th><th>ms/query</th><th>queries</th></tr>")
-    by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
-    cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
-    for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
-        cid = row["config_id"]
-        cls = "best" if row["is_best"] else ("tied" if row["tied_with_best"] else "")
-        cells = []
-        for m in report.measures:
-            r = by.get((cid, m))
-            cells.append(f"<td class='num'>{_mark(r)} {_fmt(r['mean'])} <span class='ci'>[{_fmt(r['ci_low'], 3)}, "
-                         f"{_fmt(r['ci_high'], 3)}]</span></td>" if r else "<td>–</td>")
-        c = cfg.get(cid, {})
-        wtl = "—" if row["is_best"] else f"{row['wins']}/{row['ties']}/{row['losses']}"
-        parts.append(f"<tr class='{cls}'><td class='num'>{i}</td><td>{_e(row['name'])}<br><span class='muted'>"
-                     f"{_e(cid)}</span></td>{''.join(cells)}<td class='num'>{wtl}</td><td class='num'>"
-                     f"{_fmt(row['p_vs_best'])}</td><td class='num'>{_fmt(c.get('retrieval_ms_per_query'), 1)}</td>"
-                     f"<td class='num'>{row['n']} (+{c.get('n_unlabelled') or 0} unlabelled)</td></tr>")
-    for r in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
-        parts.append(f"<tr class='failed'><td></td><td>{_e(r['name'])}</td><td colspan='{len(report.measures) + 4}'>"
-                     f"FAILED: {_e(r['error'])}</td></tr>")
-    parts.append(f"</table><p class='muted'>★ best on that measure · ≈ not significantly different from the best · "
-                 f"▼ significantly worse than the best (paired {_e(report.test)} test over the same queries, Holm "
-                 f"correction over all {len(report.comparisons[report.primary].pairs)} pairs, α = {report.alpha:g}). "
-                 f"Brackets: 95 % percentile-bootstrap CI of the mean over labelled queries. W/T/L: queries where "
-                 f"the config beats / ties / loses to the best on {_e(report.primary)}.</p>")
-
-    # plots
     parts.append("<h2>Plots</h2>")
     titles = {"leaderboard": f"{report.primary} with confidence intervals", "recall_curves": "recall@k curves",
               "per_class": f"{report.primary} per query class"}
     for key, path in plots.items():
         parts.append(f"<h3>{_e(titles.get(key, key))}</h3>{_img(path, titles.get(key, key))}")
 
-    # per-class table
     if report.per_class.height:
         classes = sorted(report.per_class["query_class"].unique().to_list())
-        parts.append(f"<h2>{_e(report.primary)} per query class</h2><table id='per-class'><tr><th>config</th>"
-                     + "".join(f"<th>{_e(c)}</th>" for c in classes) + "</tr>")
-        best_per_class = report.per_class.group_by("query_class").agg(pl.col("mean").max())
-        best_of = dict(best_per_class.iter_rows())
-        for cid in report.leaderboard()["config_id"].to_list():
-            sub = {r["query_class"]: r for r in report.per_class.filter(pl.col("config_id") == cid)
-                   .iter_rows(named=True)}
-            cells = []
-            for c in classes:
-                r = sub.get(c)
-                if r is None:
-                    cells.append("<td>–</td>")
-                    continue
-                strong = r["mean"] == best_of.get(c)
-                v = f"{r['mean']:.3f}"
-                cells.append(f"<td class='num'>{'<b>' + v + '</b>' if strong else v} <span class='ci'>n={r['n']}"
-                             f"</span></td>")
-            parts.append(f"<tr><td>{_e(report.name_of(cid))}</td>{''.join(cells)}</tr>")
-        parts.append("</table><p class='muted'>Bold: best config for that class. Unlabelled queries are excluded."
-                     "</p>")
+        best_of = dict(report.per_class.group_by("query_class").agg(pl.col("mean").max()).iter_rows())
+        parts.append(f"<h2>{_e(report.primary)} per query class</h2>")
+        for chunk in _split(classes, MAX_TABLE_COLUMNS):
+            parts.append("<table class='per-class'><tr><th>config</th>"
+                         + "".join(f"<th class='num'>{_e(c)}</th>" for c in chunk) + "</tr>")
+            for cid in report.leaderboard()["config_id"].to_list():
+                sub = {r["query_class"]: r for r in report.per_class.filter(pl.col("config_id") == cid)
+                       .iter_rows(named=True)}
+                cells = []
+                for c in chunk:
+                    r = sub.get(c)
+                    if r is None:
+                        cells.append("<td>–</td>")
+                        continue
+                    v = f"{r['mean']:.3f}"
+                    cells.append(f"<td class='num'>{'<b>' + v + '</b>' if r['mean'] == best_of.get(c) else v} "
+                                 f"<span class='ci'>n={r['n']}</span></td>")
+                parts.append(f"<tr><td>{_e(report.label_of(cid))}</td>{''.join(cells)}</tr>")
+            parts.append("</table>")
+        parts.append("<p class='muted'>Bold: best config for that class. Unlabelled queries are excluded.</p>")
 
-    # chunk statistics
-    parts.append("<h2>Chunk statistics</h2>")
-    if report.chunk_stats is None:
-        parts.append("<p class='muted'>No chunk statistics were stored for this sweep.</p>")
-    else:
-        cids = [c for c in report.leaderboard()["config_id"].to_list()
-                if c in set(report.chunk_stats["config_id"].to_list())]
-        stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
-        vals = {(r["config_id"], r["stat"]): r["value"] for r in report.chunk_stats.iter_rows(named=True)}
-        parts.append("<table id='chunk-stats'><tr><th>statistic</th>"
-                     + "".join(f"<th>{_e(_short(report.name_of(c), 32))}</th>" for c in cids) + "</tr>")
-        for s in stats:
-            parts.append(f"<tr><td>{_e(s)}</td>" + "".join(
-                f"<td class='num'>{_fmt(vals.get((c, s)), 3)}</td>" for c in cids) + "</tr>")
-        parts.append("</table>")
-
-    # all pairs of the primary measure
-    comp = report.comparisons[report.primary]
-    names = dict(report.configs.select("config_id", "name").iter_rows())
-    parts.append(f"<h2>All pairs on {_e(report.primary)}</h2><table id='pairs'><tr><th>A</th><th>B</th>"
-                 "<th>mean A−B</th><th>p</th><th>p (Holm)</th><th>significant</th><th>W/T/L</th></tr>")
-    for p in sorted(comp.pairs, key=lambda p: -abs(p.mean_diff)):
-        if p.mean_diff < 0:
-            p = comp.pair(p.config_b, p.config_a)
-        parts.append(f"<tr><td>{_e(names.get(p.config_a, p.config_a))}</td><td>{_e(names.get(p.config_b, p.config_b))}"
-                     f"</td><td class='num'>{p.mean_diff:+.4f}</td><td class='num'>{_fmt(p.p_value)}</td>"
-                     f"<td class='num'>{_fmt(p.p_adjusted)}</td><td>{'yes' if p.significant else 'no'}</td>"
-                     f"<td class='num'>{p.wins}/{p.ties}/{p.losses}</td></tr>")
-    parts.append("</table></body></html>")
+    parts += _chunk_stats_html(report)
+    parts.append("<h2>Every pair</h2>")
+    parts += _pairs_html(report)
+    parts.append("</body></html>")
     return "\n".join(parts)
 
 

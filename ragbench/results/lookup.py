@@ -1,10 +1,15 @@
-"""Finding a sweep and a config the way people name them: ``latest``, an id, a unique id prefix, or a name."""
+"""Finding a sweep and a config the way people name them: ``latest``, an id, a unique id prefix, a name, or a
+config's rank on the leaderboard."""
 
 from __future__ import annotations
+
+import difflib
+import re
 
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measures import measure_key
 from ragbench.results.store import ResultStore
 
 
@@ -25,12 +30,39 @@ def resolve_sweep_id(store: ResultStore, sweep: str) -> str:
     raise RagbenchError(f"sweep {sweep!r} {what} in {store.path}; recent sweeps: {', '.join(recent) or 'none'}")
 
 
-def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
-    """A config of the sweep by id, exact name, unique id prefix or unique name substring (case-insensitive); the
-    error lists the sweep's configs."""
+RANK = re.compile(r"^#?(\d{1,3})$")
+
+
+def ranked_config_ids(store: ResultStore, sweep_id: str, primary: str | None = None) -> list[str]:
+    """The sweep's finished configs, best first by the mean of ``primary`` (default: the sweep's), ties by id:
+    the order of every leaderboard, so rank N here is row N there."""
+    key = measure_key(primary) if primary else sweep_primary(store, sweep_id)
+    board = store.leaderboard(sweep_id).filter(pl.col("status") == "finished")
+    if key not in board.columns:
+        return sorted(board["config_id"].to_list())
+    board = board.with_columns(pl.col(key).fill_nan(None))
+    return board.sort([key, "config_id"], descending=[True, False], nulls_last=True)["config_id"].to_list()
+
+
+def resolve_config_id(store: ResultStore, sweep_id: str, config: str, *, primary: str | None = None) -> str:
+    """A config of the sweep by leaderboard rank (``1``, ``#3``: one to three digits), id, exact name, unique id
+    prefix or unique name substring (case-insensitive). An ambiguous or unknown reference fails with the
+    candidates ("did you mean ...") rather than guessing."""
     names = store.config_names(sweep_id)
     rows = pl.DataFrame({"config_id": list(names), "name": list(names.values())},
                         schema={"config_id": pl.String, "name": pl.String})
+
+    def show(ids) -> str:
+        return "; ".join(f"{c[:12]} ({names[c]})" for c in ids)
+
+    m = RANK.match(config.strip())
+    if m:
+        order = ranked_config_ids(store, sweep_id, primary)
+        rank = int(m.group(1))
+        if 1 <= rank <= len(order):
+            return order[rank - 1]
+        raise RagbenchError(f"rank {rank} is not on the leaderboard of sweep {sweep_id}: it has {len(order)} "
+                            f"finished config(s); the best is rank 1 ({show(order[:1]) or 'none'})")
     exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config))
     if exact.height == 1:
         return exact["config_id"][0]
@@ -40,15 +72,21 @@ def resolve_config_id(store: ResultStore, sweep_id: str, config: str) -> str:
     part = rows.filter(pl.col("name").str.to_lowercase().str.contains(config.lower(), literal=True))
     if part.height == 1 and not (exact.height or prefix.height):
         return part["config_id"][0]
-    prefix = prefix if prefix.height else part
-    listing = "; ".join(f"{c} ({n})" for c, n in rows.iter_rows())
-    what = "is ambiguous" if (exact.height or prefix.height) else "not found"
-    raise RagbenchError(f"config {config!r} {what} in sweep {sweep_id}; its configs: {listing or 'none'}")
+    candidates = (exact if exact.height else prefix if prefix.height else part)["config_id"].to_list()
+    if candidates:
+        raise RagbenchError(f"config {config!r} is ambiguous in sweep {sweep_id}: {len(candidates)} configs match. "
+                            f"Did you mean: {show(candidates[:10])}{' ...' if len(candidates) > 10 else ''}? "
+                            "Give more of the id, the exact name, or the leaderboard rank (e.g. 1)")
+    close = difflib.get_close_matches(config, list(names.values()), n=3, cutoff=0.5)
+    hint = f"Did you mean: {show([c for c, n in names.items() if n in close])}? " if close else ""
+    raise RagbenchError(f"config {config!r} not found in sweep {sweep_id}. {hint}Its configs: "
+                        f"{show(list(names)) or 'none'}")
 
 
 def sweep_primary(store: ResultStore, sweep_id: str) -> str:
-    """The sweep's configured primary measure (``metrics.primary`` of its spec), default ``ndcg@10``."""
+    """The key of the sweep's configured primary measure (``metrics.primary`` of its spec), default
+    ``ndcg_at_10``."""
     try:
-        return store.sweep_spec(sweep_id).get("metrics", {}).get("primary") or "ndcg@10"
+        return measure_key(store.sweep_spec(sweep_id).get("metrics", {}).get("primary") or "ndcg@10")
     except ValueError:
-        return "ndcg@10"
+        return "ndcg_at_10"

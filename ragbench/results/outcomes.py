@@ -1,10 +1,14 @@
 """What a sweep produces: one :class:`ConfigResult` per evaluated config (everything it measured, in one value),
 the :class:`ConfigOutcome` summary the leaderboard shows, and the :class:`SweepResult`.
 
-Measures of every kind travel in one long table (:data:`MEASURE_SCHEMA`): a per-query measure (``ndcg@10``,
-``span_recall@5``) has one row per query; a config-level measure (``reach_hit@10/50``, ``rerank_ms_per_query``,
-``ann_recall_vs_exact@10``, oracle verdict counts) has one row with ``query_id`` null. :meth:`ConfigResult.summary`
-aggregates both the same way for every consumer (DuckDB, MLflow, the leaderboard).
+Measures of every kind travel in one long table (:data:`MEASURE_SCHEMA`): a per-query measure (``ndcg_at_10``,
+``span_recall_at_5``) has one row per query; a config-level measure (``reach_hit_at_10_of_50``,
+``rerank_ms_per_query``, ``ann_recall_vs_exact_at_10``, oracle verdict counts) has one row with ``query_id`` null.
+:meth:`ConfigResult.summary` aggregates both the same way for every consumer (DuckDB, MLflow, the leaderboard).
+
+A :class:`ConfigResult` is where measure names become measure keys (:func:`ragbench.core.measures.measure_key`):
+the evaluation stages may name them ``ndcg@10``; everything recorded, logged or printed uses ``ndcg_at_10``, and
+lookups (``ConfigOutcome.metrics[...]``, :meth:`ConfigResult.value`) accept both spellings.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ragbench.core.cache import EmbedStats
+from ragbench.core.measures import MeasureMap, measure_key, measure_key_expr, measure_keys
 from ragbench.evaluation.metrics import aggregate
 
 #: query_id null = a config-level value; query_class travels with per-query rows
@@ -49,6 +54,11 @@ class ConfigResult:
     artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)  # further tables for MLflow
     eval_key: str | None = None  # what the results depend on: a later sweep with the same key reuses them
 
+    def __post_init__(self):
+        if self.measures.height and self.measures["measure"].str.contains(r"[@/]").any():  # ndcg@10 -> ndcg_at_10
+            object.__setattr__(self, "measures",
+                               self.measures.with_columns(measure_key_expr(pl.col("measure"))))
+
     @property
     def per_query(self) -> pl.DataFrame:
         """The per-query rows (``query_id, query_class, measure, value``)."""
@@ -63,13 +73,14 @@ class ConfigResult:
             n_unlabelled=pl.lit(self.n_unlabelled, pl.Int64))
         return pl.concat([agg.cast(SUMMARY_SCHEMA), level.cast(SUMMARY_SCHEMA)])
 
-    def means(self) -> dict[str, float]:
-        """``measure -> mean`` of :meth:`summary`."""
+    def means(self) -> MeasureMap:
+        """``measure -> mean`` of :meth:`summary` (lookups accept either spelling of a measure)."""
         s = self.summary()
-        return dict(zip(s["measure"], s["mean"]))
+        return MeasureMap(zip(s["measure"], s["mean"]))
 
     def value(self, measure: str, default: float = float("nan")) -> float:
-        return self.means().get(measure, default)
+        """The mean of ``measure`` (``ndcg@10`` or ``ndcg_at_10``), ``default`` when it was not measured."""
+        return self.means().get(measure_key(measure), default)
 
     def outcome(self) -> "ConfigOutcome":
         chunkstats = {f"chunkstat_{k}": v for k, v in self.chunk_stats.items()}
@@ -89,6 +100,10 @@ class ConfigOutcome:
     error: str | None = None
     reused_from: str | None = None  # the sweep whose stored results this config reused
 
+    def __post_init__(self):
+        if not isinstance(self.metrics, MeasureMap):
+            object.__setattr__(self, "metrics", MeasureMap(self.metrics))
+
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -101,6 +116,10 @@ class SweepResult:
     seconds: float
     primary: str
     show: tuple[str, ...] | None = None
+
+    def __post_init__(self):  # the config may spell them ndcg@10
+        object.__setattr__(self, "primary", measure_key(self.primary))
+        object.__setattr__(self, "show", measure_keys(self.show))
 
     @property
     def n_failed(self) -> int:

@@ -10,6 +10,10 @@ evaluation settings, evaluation code version: :func:`ragbench.sweep.evaluate.eva
 the same key copies the rows instead of evaluating again (:meth:`ResultStore.reusable_configs`,
 :meth:`ResultStore.copy_configs`), and ``configs.reused_from`` names the sweep that evaluated them.
 
+Measures are stored under their keys (``ndcg_at_10``, :mod:`ragbench.core.measures`); a file written when they
+were stored as ``ndcg@10`` is rewritten to keys when opened (:data:`MEASURE_KEY_MIGRATION`), and methods that take
+a measure accept either spelling.
+
 This module is the one owner of the schema: every DDL and SQL statement of the package lives here, behind named
 methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` stays as a read-only escape hatch
 for people and tests, not for library code.
@@ -33,6 +37,7 @@ import duckdb
 import polars as pl
 
 from ragbench.core.errors import StoreBusyError
+from ragbench.core.measures import SPELLINGS, measure_key
 from ragbench.core.progress import log
 from ragbench.core.redact import redact, redact_obj
 from ragbench.results.outcomes import ConfigResult
@@ -84,6 +89,20 @@ ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
 """
 
+def _key_sql(column: str) -> str:
+    """:func:`ragbench.core.measures.measure_key` in SQL."""
+    for written, stored in SPELLINGS:
+        column = f"replace({column}, '{written}', '{stored}')"
+    return column
+
+
+#: files written before measure keys (``ndcg@10`` stored as such) are rewritten to keys when opened
+MEASURE_KEY_MIGRATION = "\n".join(
+    f"UPDATE {table} SET {col} = {_key_sql(col)} WHERE "
+    + " OR ".join(f"contains({col}, '{written}')" for written, _ in SPELLINGS) + ";"
+    for table, col in (("config_metrics", "measure"), ("query_metrics", "measure"),
+                       ("promotions", "primary_measure")))
+
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
                      "ann_fidelity", "answers")
 _CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, status, error, n_queries, n_unlabelled, "
@@ -109,6 +128,7 @@ class ResultStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.connect() as con:
             con.execute(SCHEMA)
+            con.execute(MEASURE_KEY_MIGRATION)
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -462,18 +482,19 @@ class ResultStore:
                           "config_id = ? AND query_id = ? ORDER BY rank", [sweep_id, config_id, query_id])
 
     def measure_values(self, sweep_id: str, config_id: str, measure: str) -> pl.DataFrame:
-        """``query_id, value`` of one measure of one config (the promotion gate pairs these by query)."""
+        """``query_id, value`` of one measure (either spelling) of one config (the promotion gate pairs these by
+        query)."""
         return self.query("SELECT query_id, value FROM query_metrics WHERE sweep_id = ? AND config_id = ? AND "
-                          "measure = ?", [sweep_id, config_id, measure])
+                          "measure = ?", [sweep_id, config_id, measure_key(measure)])
 
     def per_query_values(self, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
         """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs (of ``measures``
-        only, when given): the input of every paired test."""
+        only, when given, in either spelling): the input of every paired test."""
         sql = ("SELECT q.config_id, q.query_id, q.query_class, q.measure, q.value FROM query_metrics q JOIN configs c "
                "USING (sweep_id, config_id) WHERE q.sweep_id = ? AND c.status = 'finished'")
         if measures is None:
             return self.query(sql, [sweep_id])
-        return self.query(sql + " AND list_contains(?, q.measure)", [sweep_id, list(measures)])
+        return self.query(sql + " AND list_contains(?, q.measure)", [sweep_id, [measure_key(m) for m in measures]])
 
     # ---------------------------------------------------------------- promotions
     def promotions(self, *, active: bool | None = None, rolled_back: bool | None = None,

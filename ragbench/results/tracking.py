@@ -1,6 +1,11 @@
-"""MLflow tracking: one parent run per sweep, one child run per config (params = flattened spec, metrics =
-means, the per-query table as an artifact). Runs are found again by tag, so a resumed sweep reuses its parent run
-and never creates a second child for a finished config.
+"""MLflow tracking: one parent run per sweep (named by the sweep id), one child run per config. Runs are found
+again by tag, so a resumed sweep reuses its parent run and never creates a second child for a finished config.
+
+A child run carries the same params whatever its chunker or retriever (:func:`uniform_params`: ``chunker``,
+``chunk_size``, ``chunk_overlap``, ``embedder`` = ``none`` for BM25, ``retriever``, ``fusion``, ``rerank``, ...;
+an absent value is ``none``, never ``null``), its measures under their keys (``ndcg_at_10``: the names DuckDB and
+the CLI use), the per-query results as a table MLflow previews (``per_query.json``, :meth:`MlflowClient.log_table`)
+beside the Parquet files, and the full spec as ``config.json``.
 
 Tracking is for browsing; DuckDB is the record. If MLflow is unreachable the sweep goes on, says so, and the
 results can be uploaded later with ``ragbench sync-mlflow``.
@@ -8,6 +13,7 @@ results can be uploaded later with ``ragbench sync-mlflow``.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -16,9 +22,21 @@ from typing import Any
 import polars as pl
 
 from ragbench.core.locks import file_lock
+from ragbench.core.measures import measure_key
 from ragbench.core.progress import log
 
 SWEEP_TAG, CONFIG_TAG = "ragbench.sweep_id", "ragbench.config_id"
+
+EXPERIMENT_DESCRIPTION = """ragbench sweep `{experiment}`: which retrieval configuration (chunking x embedding
+model x retriever) wins on labelled queries.
+
+* One parent run per sweep, named by the sweep id. It carries the best config's metrics (`best_*`), the configs
+  tied with it (`ragbench.tied_with_best`), the HTML report (`report/report.html`) and plots.
+* One child run per config. Params are the same on every run (`chunker`, `chunk_size`, `chunk_overlap`, `embedder`
+  = `none` for BM25, `retriever`, `fusion`, `rerank`, ...). Metrics use the keys of DuckDB and the CLI:
+  `ndcg_at_10` is nDCG@10, e.g. search `metrics.ndcg_at_10 > 0.7 and params.retriever = 'hybrid'`.
+* `per_query.json` (previewable), `per_query.parquet` and `rankings.parquet` hold every query.
+"""
 
 
 def default_tracking_uri(settings) -> str:
@@ -26,21 +44,81 @@ def default_tracking_uri(settings) -> str:
     return settings.mlflow_tracking_uri or f"sqlite:///{(Path(settings.home) / 'mlflow.db').resolve()}"
 
 
+NONE = "none"  # an absent param value: one spelling, never "null" or "None"
+
+
+def _param(v: Any) -> str:
+    if v is None:
+        return NONE
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (list, tuple)):
+        return ",".join(_param(x) for x in v) or NONE
+    return str(v)[:6000]
+
+
 def flatten(d: dict, prefix: str = "") -> dict[str, str]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (MLflow params are flat strings)."""
+    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (MLflow params are flat strings; None becomes ``none``)."""
     out: dict[str, str] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             out.update(flatten(v, key + "."))
         else:
-            out[key] = "null" if v is None else str(v)[:6000]
+            out[key] = _param(v)
     return out
 
 
-def config_params(spec: dict, dataset_fingerprint: str, config_id: str) -> dict[str, str]:
-    """The MLflow params of a config's child run."""
-    return flatten({**spec, "dataset_fingerprint": dataset_fingerprint, "config_id": config_id})
+def uniform_params(spec: dict, name: str | None = None) -> dict[str, str]:
+    """The params every child run has, whatever its chunker or retriever, so MLflow's runs table, filters and
+    parallel coordinates line up: ``chunker`` (kind), ``chunk_size``, ``chunk_unit``, ``chunk_overlap``,
+    ``chunk_prefix``, ``embedder`` (model, ``none`` for BM25), ``retriever`` (kind), ``fusion``, ``rerank``,
+    ``parents``, ``filter``, ``bm25_k1``, ``bm25_b``, ``dense_search`` (``exact``/``hnsw``), ``hnsw_ef``,
+    ``depth``, ``hnsw_m`` and ``label`` (the config in words). Absent values are ``none``."""
+    from ragbench.config.labels import ConfigLabels
+
+    ch, emb, r, index = (spec.get(k) or {} for k in ("chunker", "embedder", "retriever", "index"))
+    kind = ch.get("kind")
+    size, unit, overlap = ch.get("size"), ch.get("unit"), ch.get("overlap")
+    if kind == "markdown":
+        size, unit, overlap = ch.get("max_tokens"), "tokens" if ch.get("max_tokens") else None, 0
+    elif kind == "sentences":
+        window = ch.get("window")
+        stride = ch.get("stride") or window
+        size, unit = window, "sentences"
+        overlap = max(window - stride, 0) if window and stride else 0
+    elif kind == "whole":
+        overlap = 0
+    bm25 = r.get("bm25") if isinstance(r.get("bm25"), dict) else r  # hybrid nests its BM25 and dense halves
+    dense = r.get("dense") if isinstance(r.get("dense"), dict) else r
+    uses_bm25 = r.get("kind") in ("bm25", "hybrid")
+    uses_dense = bool(emb)
+    rerank = r.get("rerank")
+    parents = r.get("parents")
+    filt = r.get("filter")
+    return {k: _param(v) for k, v in {
+        "label": ConfigLabels.from_stored(spec, name).text,
+        "chunker": kind, "chunk_size": size, "chunk_unit": unit, "chunk_overlap": overlap,
+        "chunk_prefix": ch.get("prefix"),
+        "embedder": emb.get("model") if emb else None,
+        "retriever": r.get("kind"), "fusion": r.get("fusion"),
+        "rerank": f"{rerank.get('model', '?')}@{rerank.get('top_n', '?')}" if rerank else None,
+        "parents": parents.get("mode") if parents else None,
+        "filter": ",".join(f"{k}={v}" for k, v in filt.items()) if filt else None,
+        "bm25_k1": bm25.get("k1") if uses_bm25 else None, "bm25_b": bm25.get("b") if uses_bm25 else None,
+        "dense_search": ("exact" if dense.get("exact") else "hnsw") if uses_dense else None,
+        "hnsw_ef": dense.get("hnsw_ef") if uses_dense and not dense.get("exact") else None,
+        "depth": r.get("depth"), "hnsw_m": index.get("hnsw_m") if index else None,
+    }.items()}
+
+
+def config_params(spec: dict, dataset_fingerprint: str, config_id: str, name: str | None = None) -> dict[str, str]:
+    """The MLflow params of a config's child run: :func:`uniform_params` plus ``config_id``, ``config_name`` (the
+    stored name) and ``dataset_fingerprint``. The full spec goes to the run as ``config.json``."""
+    return {**uniform_params(spec, name), "config_id": config_id, "config_name": _param(name),
+            "dataset_fingerprint": dataset_fingerprint}
 
 
 def sweep_params(dataset_spec: dict, dataset_fingerprint: str) -> dict[str, str]:
@@ -49,8 +127,20 @@ def sweep_params(dataset_spec: dict, dataset_fingerprint: str) -> dict[str, str]
 
 
 def metric_key(name: str) -> str:
-    """MLflow metric names allow ``[A-Za-z0-9_-./ ]``: ``ndcg@10`` becomes ``ndcg_at_10``."""
-    return name.replace("@", "_at_")
+    """The MLflow metric name of a measure: its key (:func:`ragbench.core.measures.measure_key`, ``ndcg_at_10``),
+    the same name DuckDB and the CLI use."""
+    return measure_key(name)
+
+
+def per_query_wide(per_query: pl.DataFrame) -> pl.DataFrame:
+    """``query_id, query_class`` and one column per measure key (NaN for an unlabelled query: JSON has no NaN,
+    so it becomes null), from the long ``query_id, query_class, measure, value`` table."""
+    if per_query.is_empty():
+        return pl.DataFrame({"query_id": [], "query_class": []}, schema={"query_id": pl.String,
+                                                                         "query_class": pl.String})
+    wide = (per_query.with_columns(pl.col("value").fill_nan(None))
+            .pivot(on="measure", index=["query_id", "query_class"], values="value", aggregate_function="first"))
+    return wide.sort("query_id")
 
 
 class Tracker:
@@ -66,8 +156,16 @@ class Tracker:
             location = artifact_root.resolve().as_uri() if artifact_root and tracking_uri.startswith("sqlite") \
                 else None
             self.experiment_id = self.client.create_experiment(experiment, artifact_location=location)
+            tags = {}
         else:
             self.experiment_id = exp.experiment_id
+            tags = exp.tags
+        # MLflow 3 opens an experiment without a kind on its (empty) GenAI traces page; a description says what
+        # the runs are and how to search them
+        for key, value in (("mlflow.experimentKind", "custom_model_development"),
+                           ("mlflow.note.content", EXPERIMENT_DESCRIPTION.format(experiment=experiment))):
+            if key not in tags:
+                self.client.set_experiment_tag(self.experiment_id, key, value)
 
     def _find(self, tags: dict[str, str]) -> Any | None:
         query = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
@@ -76,11 +174,14 @@ class Tracker:
         return runs[0] if runs else None
 
     def sweep_run(self, sweep_id: str, name: str, params: dict[str, str]) -> str:
+        """The sweep's parent run (found by its sweep-id tag, or created), named by the sweep id; ``name`` is the
+        sweep's name (tag ``ragbench.sweep_name``)."""
         found = self._find({SWEEP_TAG: sweep_id, "ragbench.kind": "sweep"})
         if found:
             return found.info.run_id
-        run = self.client.create_run(self.experiment_id, run_name=name,
-                                     tags={SWEEP_TAG: sweep_id, "ragbench.kind": "sweep"})
+        run = self.client.create_run(self.experiment_id, run_name=sweep_id,
+                                     tags={SWEEP_TAG: sweep_id, "ragbench.kind": "sweep",
+                                           "ragbench.sweep_name": name})
         self._log_params(run.info.run_id, params)
         return run.info.run_id
 
@@ -90,13 +191,17 @@ class Tracker:
 
     def log_config(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, params: dict[str, str],
                    metrics: dict[str, float], tables: dict[str, pl.DataFrame], status: str = "FINISHED",
-                   extra_tags: dict[str, str] | None = None) -> str:
-        """Create (or reuse the unfinished) child run for a config, log everything, and close it."""
+                   extra_tags: dict[str, str] | None = None, spec: dict | None = None) -> str:
+        """Create (or reuse the unfinished) child run for a config, log everything, and close it.
+
+        ``tables`` named ``*.parquet`` or ``*.csv`` are logged as files, ``*.json`` as MLflow tables (previewed in
+        the UI); ``spec`` becomes ``config.json``.
+        """
         found = self._find({SWEEP_TAG: sweep_id, CONFIG_TAG: config_id})
         if found and found.info.status == "FINISHED":
             return found.info.run_id
         run_id = found.info.run_id if found else self.client.create_run(
-            self.experiment_id, run_name=name,
+            self.experiment_id, run_name=params.get("label") or name,  # display only: the id is in the tags
             tags={"mlflow.parentRunId": parent_run_id, SWEEP_TAG: sweep_id, CONFIG_TAG: config_id,
                   "ragbench.kind": "config", **(extra_tags or {})}).info.run_id
         if not found:
@@ -107,10 +212,19 @@ class Tracker:
         clean = [Metric(metric_key(k), float(v), ts, 0) for k, v in metrics.items() if v == v]
         for i in range(0, len(clean), 500):
             self.client.log_batch(run_id, metrics=clean[i:i + 500])
+        logged = {a.path for a in self.client.list_artifacts(run_id)} if found else set()
         with tempfile.TemporaryDirectory() as tmp:
             for fname, df in tables.items():
                 path = Path(tmp) / fname
+                if fname.endswith(".json"):
+                    if fname not in logged:  # log_table appends to an existing file: a resumed run logs it once
+                        self.client.log_table(run_id, data=df.to_pandas(), artifact_file=fname)
+                    continue
                 df.write_parquet(path) if fname.endswith(".parquet") else df.write_csv(path)
+                self.client.log_artifact(run_id, str(path))
+            if spec is not None:
+                path = Path(tmp) / "config.json"
+                path.write_text(json.dumps(spec, indent=2, sort_keys=True))
                 self.client.log_artifact(run_id, str(path))
         self.client.set_terminated(run_id, status=status)
         return run_id
@@ -119,18 +233,23 @@ class Tracker:
                           dataset_fingerprint: str, *, metrics: dict[str, float], chunk_stats: dict[str, float],
                           n_queries: int, n_unlabelled: int, ms_per_query: float,
                           tables: dict[str, pl.DataFrame]) -> str:
-        """A finished config as a child run: params = flattened spec, metrics = means + ``chunkstat_*`` + counts."""
+        """A finished config as a child run: params = :func:`config_params`, metrics = means + ``chunkstat_*`` +
+        counts. A ``per_query.parquet`` table (``query_id, query_class, measure, value``) is also logged as the
+        previewable table ``per_query.json``, one row per query and one column per measure."""
+        tables = dict(tables)
+        if "per_query.parquet" in tables and "per_query.json" not in tables:
+            tables["per_query.json"] = per_query_wide(tables["per_query.parquet"])
         return self.log_config(
-            parent_run_id, sweep_id, config_id, name, config_params(spec, dataset_fingerprint, config_id),
+            parent_run_id, sweep_id, config_id, name, config_params(spec, dataset_fingerprint, config_id, name),
             {**metrics, **{f"chunkstat_{k}": v for k, v in chunk_stats.items()}, "n_queries": n_queries,
-             "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms_per_query}, tables)
+             "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms_per_query}, tables, spec=spec)
 
     def log_config_failure(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, spec: dict,
                            dataset_fingerprint: str, error: str) -> str:
         """A failed config as a FAILED child run with its error in the ``ragbench.error`` tag."""
         return self.log_config(parent_run_id, sweep_id, config_id, name,
-                               config_params(spec, dataset_fingerprint, config_id), {}, {}, status="FAILED",
-                               extra_tags={"ragbench.error": (error or "")[:5000]})
+                               config_params(spec, dataset_fingerprint, config_id, name), {}, {}, status="FAILED",
+                               extra_tags={"ragbench.error": (error or "")[:5000]}, spec=spec)
 
     def finish_sweep(self, run_id: str, metrics: dict[str, float], status: str = "FINISHED") -> None:
         from mlflow.entities import Metric
@@ -141,12 +260,37 @@ class Tracker:
                                                    for k, v in metrics.items() if v == v])
         self.client.set_terminated(run_id, status=status)
 
+    def log_sweep_summary(self, run_id: str, *, best_config_id: str, best_name: str, best_label: str,
+                          best_metrics: dict[str, float], tied_with_best: list[str], description: str,
+                          primary: str) -> None:
+        """Put the answer on the sweep's parent run: the best config's metrics under the same keys as its child
+        run (so the runs table compares sweeps by their best), which config that is, the configs tied with it and
+        a markdown description (shown on the run's page)."""
+        from mlflow.entities import Metric, RunTag
+
+        ts = int(time.time() * 1000)
+        metrics = [Metric(metric_key(k), float(v), ts, 0) for k, v in best_metrics.items()
+                   if isinstance(v, (int, float)) and v == v]
+        tags = [RunTag("ragbench.best_config_id", best_config_id), RunTag("ragbench.best_config", best_name),
+                RunTag("ragbench.best_label", best_label), RunTag("ragbench.primary", primary),
+                RunTag("ragbench.tied_with_best", "; ".join(tied_with_best)[:7000] or NONE),
+                RunTag("mlflow.note.content", description[:60000])]
+        for i in range(0, max(len(metrics), 1), 500):
+            self.client.log_batch(run_id, metrics=metrics[i:i + 500], tags=tags if i == 0 else [])
+
     def _log_params(self, run_id: str, params: dict[str, str]) -> None:
         from mlflow.entities import Param
 
         items = [Param(k[:250], v) for k, v in params.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, params=items[i:i + 100])
+
+
+def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
+    """The UI address of a run: on the tracking server, or for a local store where ``mlflow ui
+    --backend-store-uri <uri>`` serves it by default (http://127.0.0.1:5000)."""
+    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 def _probe(uri: str, timeout: float = 5.0) -> None:

@@ -25,6 +25,7 @@ from ragbench.retrieval.parents import ParentsSpec
 from ragbench.retrieval.rerank import RERANKERS
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines flood Prefect's console
+# (bm25s resets it to DEBUG when imported: BM25Index sets it again after that)
 
 
 @dataclass
@@ -86,6 +87,23 @@ class RetrieverSpec(Spec):
     def dense_search(self) -> DenseSearch | None:
         """The dense search this retriever runs, if any."""
         return None
+
+    def explain_first_stage(self) -> str:
+        """The first stage in words, for people (``BM25``, ``dense exact``, ``hybrid RRF``); default
+        :meth:`describe`."""
+        return self.describe()
+
+    def explain(self) -> str:
+        """The retriever in words, knobs included (``dense exact + rerank MiniLM-L6-v2 top 50``). Display only:
+        never part of an id or a stored name."""
+        text = self.explain_first_stage()
+        if self.rerank:
+            text += f" + rerank {self.rerank.model.split('/')[-1]} top {self.rerank.top_n}"
+        if self.parents:
+            text += f" + parent {self.parents.mode}s"
+        if self.filter:
+            text += " where " + ", ".join(f"{k}={v}" for k, v in self.filter.items())
+        return text
 
     @property
     def label(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 import numpy as np
@@ -32,6 +33,9 @@ class BM25Index:
     def __init__(self, spec: BM25Params, texts: list[str]):
         import bm25s
 
+        # bm25s sets its own logger to DEBUG when first imported: its "Building index" lines reached Prefect's
+        # console handler (through the root logger) once per index
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
         self.spec = spec
         self._stemmer = _stemmer(spec.stemmer)
         tokens = bm25s.tokenize(texts, stopwords=spec.stopwords, stemmer=self._stemmer, show_progress=False)
@@ -86,3 +90,7 @@ class BM25Retriever(RetrieverSpec, BM25Params):
 
     def describe(self) -> str:
         return f"bm25(k1={self.k1:g},b={self.b:g})"
+
+    def explain_first_stage(self) -> str:
+        default = (self.k1, self.b) == (1.2, 0.75)
+        return "BM25" + ("" if default else f" k1={self.k1:g} b={self.b:g}")

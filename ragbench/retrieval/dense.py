@@ -33,6 +33,9 @@ class DenseRetriever(RetrieverSpec):
     def describe(self) -> str:
         return "dense-exact" if self.exact else f"dense-hnsw{self.hnsw_ef or ''}"
 
+    def explain_first_stage(self) -> str:
+        return "dense exact" if self.exact else "dense HNSW" + (f" ef={self.hnsw_ef}" if self.hnsw_ef else "")
+
     def dense_search(self) -> DenseSearch:
         return DenseSearch(self.depth, self.exact, self.hnsw_ef)
 

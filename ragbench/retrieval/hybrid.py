@@ -73,5 +73,10 @@ class HybridRetriever(RetrieverSpec):
         w = "" if tuple(self.weights) == (1.0, 1.0) else f",w={self.weights[0]:g}/{self.weights[1]:g}"
         return f"hybrid-{self.fusion}{w}" + ("@qdrant" if self.engine == "qdrant" else "")
 
+    def explain_first_stage(self) -> str:
+        w = "" if tuple(self.weights) == (1.0, 1.0) else f" {self.weights[0]:g}:{self.weights[1]:g}"
+        return f"hybrid {self.fusion.upper() if self.fusion == 'rrf' else self.fusion}{w}" + (
+            " in Qdrant" if self.engine == "qdrant" else "")
+
     def dense_search(self) -> DenseSearch:
         return DenseSearch(self.dense.depth, self.dense.exact, self.dense.hnsw_ef)

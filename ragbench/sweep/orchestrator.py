@@ -23,6 +23,7 @@ from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import RagbenchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
+from ragbench.core.measures import measure_key
 from ragbench.core.models import configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.redact import redact
@@ -144,6 +145,7 @@ class _Sweep:
             store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
                               experiment=experiment_name(cfg) if cfg.output.mlflow else None)
         self.sweep_id = sweep_id
+        getattr(self.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the Prefect run
         self.eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
         stored = {} if self.fresh else store.reusable_configs(self.eval_keys, prefer=sweep_id)
         done = {c for c, (source, _) in stored.items() if source == sweep_id}
@@ -215,7 +217,8 @@ class _Sweep:
     # ------------------------------------------------------------ per chunker
     def _run_chunker(self, chunker, configs: list[RunConfig], advance) -> list[ConfigOutcome]:
         try:
-            chunks = self.runner.run(f"chunk-{chunker.label}", chunk_stage, self.ds, chunker, self.chunk_cache)
+            chunks = self.runner.run(f"chunk {chunker.name or chunker.explain()}", chunk_stage, self.ds, chunker,
+                                     self.chunk_cache)
         except Exception as e:
             if self.fail_fast:
                 raise
@@ -226,7 +229,7 @@ class _Sweep:
         for run_config in configs:
             try:
                 inputs = self._inputs(run_config, chunker, plan)
-                result, out = self.runner.run(f"evaluate-{run_config.config_id}", evaluate_config, run_config,
+                result, out = self.runner.run(f"evaluate {run_config.labels}", evaluate_config, run_config,
                                               self.ds, self.measures, self.evaluation, inputs)
                 result = replace(result, eval_key=self.eval_keys[run_config.config_id])
                 record(result, self.sweep_id, self.store, self.tracker, self.parent_run)
@@ -268,15 +271,15 @@ class _Sweep:
         if emb.spec_id not in plan.collections:
             try:  # a failure here fails every config on this (chunker, embedder) alike, without retrying it
                 self.embed_stats.append(self.runner.run(
-                    f"embed-docs-{emb.label}", embed_documents_stage, plan.chunks, emb, self.vector_cache,
-                    s.embed_segment_rows, s.min_free_bytes, self.workers))
+                    f"embed {run_config.labels.chunker} × {emb.label}", embed_documents_stage, plan.chunks, emb,
+                    self.vector_cache, s.embed_segment_rows, s.min_free_bytes, self.workers))
                 plan.collections[emb.spec_id] = self._index(chunker, run_config, plan.chunks, sparse=False)
             except Exception as e:
                 plan.collections[emb.spec_id] = e
         if isinstance(plan.collections[emb.spec_id], Exception):
             raise plan.collections[emb.spec_id]
         if emb.spec_id not in self.query_vectors:
-            vectors, stats = self.runner.run(f"embed-queries-{emb.label}", embed_texts,
+            vectors, stats = self.runner.run(f"embed queries × {emb.label}", embed_texts,
                                              self.ds.queries["text"].to_list(), emb, "query", self.vector_cache,
                                              s.embed_segment_rows, True, s.min_free_bytes)
             self.embed_stats.append(stats)
@@ -292,13 +295,14 @@ class _Sweep:
 
     def _index(self, chunker, run_config: RunConfig, chunks: pl.DataFrame, sparse: bool) -> str:
         emb = run_config.embedder
-        return self.runner.run(f"index-{'hybrid-' if sparse else ''}{emb.label}", index_stage, self.ds.fingerprint,
+        name = f"index {run_config.labels.chunker} × {emb.label}{' + BM25' if sparse else ''}"
+        return self.runner.run(name, index_stage, self.ds.fingerprint,
                                self.ds.corpus, chunker, emb, run_config.index, chunks, self.vector_cache,
                                self.index, sparse, disk_root=self.home, reserve_bytes=self.settings.min_free_bytes)
 
     def _log_result(self, result: ConfigResult) -> None:
         means = result.means()
-        log.info("config %s: %s = %.4f", result.name, self.cfg.metrics.primary,
+        log.info("config %s: %s = %.4f", result.name, measure_key(self.cfg.metrics.primary),
                  means.get(self.cfg.metrics.primary, math.nan))
         if result.answers is not None:
             verdicts = (dict(result.answers["verdict"].drop_nulls().value_counts().iter_rows())
@@ -389,7 +393,7 @@ def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) ->
     with tempfile.TemporaryDirectory() as tmp:
         paths = [metric_curve(done, "recall@", "", Path(tmp) / "recall_at_k.png", title="Document recall@k",
                               xlabel="k", logx=True)]
-        if any(k.startswith("evidence_recall@") for m in done.values() for k in m):
+        if any(k.startswith("evidence_recall_at_") for m in done.values() for k in m):
             paths.append(metric_curve(done, "evidence_recall@", "tok", Path(tmp) / "evidence_recall_vs_budget.png",
                                       title="Evidence recall within a context budget", xlabel="budget (tokens)",
                                       logx=True))
