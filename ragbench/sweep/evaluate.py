@@ -34,7 +34,7 @@ from ragbench.sweep.stages import context_tokenizer, evaluate_stage
 #: Bump when a change to evaluation code can change any stored result (a measure's definition, retrieval, judging,
 #: context assembly, the oracle, chunk statistics, what is stored): stored results of an older version are then
 #: re-evaluated instead of reused. tests/test_evaluation_version.py pins a digest of that code to this number.
-EVALUATION_VERSION = 2
+EVALUATION_VERSION = 3
 
 
 def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: EvaluationSpec) -> str:
