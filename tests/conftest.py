@@ -21,6 +21,24 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["RAGBENCH_PROGRESS"] = "0"
 
 
+@pytest.fixture(autouse=True)
+def _isolated_mlflow_uris():
+    """An in-process promote points MLflow's fluent API (and MLFLOW_TRACKING_URI) at its store: put both back, so
+    that no test reads another test's MLflow store or server."""
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    yield
+    if "mlflow" in sys.modules:
+        import mlflow
+
+        mlflow.set_tracking_uri(None)
+        mlflow.set_registry_uri(None)
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture
 def home(tmp_path) -> Path:
     """A fresh ragbench home (caches, DuckDB, Qdrant Edge, MLflow) for one test."""

@@ -12,6 +12,7 @@ from folder_fixture import build_folder
 
 from ragbench.chunking import chunk_corpus
 from ragbench.config import load_config
+from ragbench.core.measures import measure_key
 from ragbench.data import holdout_split, load_dataset
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
@@ -66,21 +67,22 @@ def test_folder_sweep_scores_documents_spans_and_the_held_out_set_apart(tmp_path
     assert len(split.heldout) == 2 and len(split.tuning) == 7  # 8 labelled: 2 held out; the unlabelled one tunes
     store = ResultStore(home / "results.duckdb")
     board = store.leaderboard(result.sweep_id)
-    for measure in ("ndcg@5", "recall@5", "span_recall@5", "evidence_recall@256tok", "chunk_ndcg@5",
+    for written in ("ndcg@5", "recall@5", "span_recall@5", "evidence_recall@256tok", "chunk_ndcg@5",
                     "heldout/ndcg@5", "heldout/span_recall@5", "heldout/recall@5"):
+        measure = measure_key(written)  # stored as keys: heldout/ndcg@5 is heldout_ndcg_at_5
         assert measure in board.columns, measure
         assert board[measure].is_between(0, 1).all(), measure
     assert board["n_queries"].to_list() == [7, 7] and board["n_unlabelled"].to_list() == [1, 1]
     # the winner's tuning and held-out scores side by side, each over its own queries
-    winner = board.sort("ndcg@5", descending=True).row(0, named=True)
-    assert winner["ndcg@5"] > 0 and winner["heldout/ndcg@5"] == winner["heldout/ndcg@5"]
+    winner = board.sort("ndcg_at_5", descending=True).row(0, named=True)
+    assert winner["ndcg_at_5"] > 0 and winner["heldout_ndcg_at_5"] == winner["heldout_ndcg_at_5"]
     metrics = store.query_metrics(result.sweep_id, winner["config_id"])
-    tuned = set(metrics.filter(pl.col("measure") == "ndcg@5")["query_id"])
-    held = set(metrics.filter(pl.col("measure") == "heldout/ndcg@5")["query_id"])
+    tuned = set(metrics.filter(pl.col("measure") == "ndcg_at_5")["query_id"])
+    held = set(metrics.filter(pl.col("measure") == "heldout_ndcg_at_5")["query_id"])
     assert tuned == set(split.tuning) and held == set(split.heldout) and not tuned & held
     means = store.config_means(result.sweep_id, winner["config_id"])
-    expected = metrics.filter(pl.col("measure") == "heldout/ndcg@5")["value"].mean()
-    assert means["heldout/ndcg@5"] == pytest.approx(expected)
+    expected = metrics.filter(pl.col("measure") == "heldout_ndcg_at_5")["value"].mean()
+    assert means["heldout_ndcg_at_5"] == pytest.approx(expected)
     # rankings are kept for the held-out queries too (they can be explained like any other)
     assert set(split.heldout) <= set(store.rankings(result.sweep_id, winner["config_id"])["query_id"])
 

@@ -147,7 +147,7 @@ def test_cli_report_and_compare(store, tmp_path):
 
     rows = {(r["config_a"], r["config_b"]): r for r in map(json.loads, res.stdout.splitlines())}
     expected = compare_configs(store.query("SELECT config_id, query_id, measure, value FROM query_metrics"),
-                               "ndcg_at_10", test="student")
+                               "ndcg_at_10", test="student", pairs="all")  # --all: every pair
     for p in expected.pairs:
         assert rows[(p.config_a, p.config_b)]["p_adjusted"] == pytest.approx(p.p_adjusted)
 

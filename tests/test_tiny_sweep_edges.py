@@ -70,15 +70,15 @@ def test_one_meaning_of_unlabelled_everywhere(tiny):
     stored = store.query("SELECT n_queries, n_unlabelled FROM configs WHERE sweep_id = ?", [sid])
     assert stored.rows() == [(3, 2)]
     per_query = store.query("SELECT query_id, measure, value FROM query_metrics WHERE sweep_id = ? AND measure IN "
-                            "('ndcg@10', 'recall@1', 'mrr@10')", [sid])
+                            "('ndcg_at_10', 'recall_at_1', 'mrr_at_10')", [sid])
     assert sorted({q for q, _, v in per_query.iter_rows() if math.isnan(v)}) == ["q2", "q3"]
     counts = store.query("SELECT measure, n, n_unlabelled FROM config_metrics WHERE sweep_id = ?", [sid])
-    rank_rows = counts.filter(pl.col("measure").str.contains(r"^(ndcg|recall|mrr)@\d+$"))
+    rank_rows = counts.filter(pl.col("measure").str.contains(r"^(ndcg|recall|mrr)_at_\d+$"))
     level_rows = counts.filter(pl.col("measure").str.starts_with("reach_"))
     assert rank_rows.height == 6 and level_rows.height >= 3
     for measure, n, n_unlabelled in pl.concat([rank_rows, level_rows]).iter_rows():
         assert (n, n_unlabelled) == (1, 2), measure
-    reach = store.query("SELECT mean FROM config_metrics WHERE sweep_id = ? AND measure LIKE 'reach_hit@%'", [sid])
+    reach = store.query("SELECT mean FROM config_metrics WHERE sweep_id = ? AND measure LIKE 'reach_hit_at_%'", [sid])
     assert reach["mean"].to_list() == [1.0]  # a share of the one labelled query, not of three
 
 
@@ -99,10 +99,10 @@ def test_exact_bm25_tie_is_stored_judged_and_served_in_trec_order(tiny):
     trec = pytrec_eval.RelevanceEvaluator({"q1": {"dup-a": 2, "other": 0}},
                                           {"ndcg_cut.1,10", "recip_rank", "recall.1"}).evaluate(run)["q1"]
     # gain is exponential by default: label 2 -> 3 for trec_eval; one relevant document, so it cancels in nDCG
-    assert stored["ndcg@10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-12, rel=0)
-    assert stored["ndcg@10"] == pytest.approx(1 / math.log2(3), abs=1e-12, rel=0)
-    assert stored["mrr@10"] == trec["recip_rank"] == 0.5
-    assert stored["recall@1"] == trec["recall_1"] == 0.0
+    assert stored["ndcg_at_10"] == pytest.approx(trec["ndcg_cut_10"], abs=1e-12, rel=0)
+    assert stored["ndcg_at_10"] == pytest.approx(1 / math.log2(3), abs=1e-12, rel=0)
+    assert stored["mrr_at_10"] == trec["recip_rank"] == 0.5
+    assert stored["recall_at_1"] == trec["recall_1"] == 0.0
 
     spec = json.loads(store.query("SELECT spec_json FROM configs WHERE sweep_id = ?", [sid])["spec_json"][0])
     served = ProductionRetriever.from_config(spec, result.dataset_fingerprint, settings)

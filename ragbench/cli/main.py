@@ -123,6 +123,8 @@ def sweep(
     config failed, 2 on invalid input.
     """
     console.print(f"starting sweep {config} …", highlight=False)  # at once: the imports below take seconds
+    import duckdb
+
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers
@@ -161,6 +163,8 @@ def sweep(
                 pool.close()
     except RagbenchError as e:
         _fail(e)
+    except (OSError, duckdb.Error) as e:  # a full disk, a lost volume: the cause, on one line, not a traceback
+        _fail(RagbenchError(f"storage error: {str(e).strip().splitlines()[0][:300]}"))
     if fmt is Format.table:
         stdout.print(leaderboard_table(result, width=stdout.width))
         db = (result.home / "results.duckdb")

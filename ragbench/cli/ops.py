@@ -159,7 +159,8 @@ def register(app: typer.Typer) -> None:
             store, _ = _store(home)
             sid = resolve_sweep_id(store, sweep)
             m = measure_key(measure) if measure else sweep_primary(store, sid)
-            rep = build_report(store, sid, primary=m, measures=(m,), test=test.value, alpha=alpha)
+            rep = build_report(store, sid, primary=m, measures=(m,), test=test.value, alpha=alpha,
+                               pairs="all" if all_pairs else "vs_best")
         except (RagbenchError, ValueError) as e:
             _fail(e)
         comp = rep.comparisons[rep.primary]

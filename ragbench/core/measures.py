@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 #: (written as, stored as); applied in order. The store's migration of old files uses the same pairs.
-SPELLINGS = (("@", "_at_"), ("/", "_of_"))
+SPELLINGS = (("heldout/", "heldout_"), ("@", "_at_"), ("/", "_of_"))  # heldout/ndcg@10 -> heldout_ndcg_at_10
 
 
 def measure_key(name: str) -> str:

@@ -56,6 +56,8 @@ import numpy as np
 import polars as pl
 from scipy import stats as _sps
 
+from ragbench.core.measures import measure_key, measure_key_expr
+
 __all__ = [
     "TIE_TOLERANCE",
     "EXACT_LIMIT",
@@ -693,7 +695,8 @@ def compare_configs(
     if missing:
         raise ValueError(f"per_query is missing columns: {sorted(missing)}")
 
-    df = per_query.filter(pl.col("measure") == measure).select(
+    # either spelling of the measure name (ndcg@10 or its key ndcg_at_10) on either side
+    df = per_query.filter(measure_key_expr(pl.col("measure")) == measure_key(measure)).select(
         pl.col("config_id").cast(pl.String),
         pl.col("query_id").cast(pl.String),
         # null -> NaN so one missing-value convention is used downstream.

@@ -140,7 +140,7 @@ def per_query_values(store: ResultStore, sweep_id: str, measures: list[str] | No
 
 def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = None,
                  measures: tuple[str, ...] | None = None, test: str = "randomization", alpha: float = 0.05,
-                 n_resamples: int = 10_000, seed: int = 0) -> SweepReport:
+                 n_resamples: int = 10_000, seed: int = 0, pairs: str = "vs_best") -> SweepReport:
     """Compute every table of a sweep's report (see :class:`SweepReport`).
 
     Statistics are computed for ``measures`` (default: the primary measure plus the
@@ -181,7 +181,7 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     comparisons: dict[str, Comparison] = {}
     rows = []
     for m in measures:
-        comp = compare_configs(pq, m, test=test, alpha=alpha, n_resamples=n_resamples, seed=seed)
+        comp = compare_configs(pq, m, test=test, alpha=alpha, n_resamples=n_resamples, seed=seed, pairs=pairs)
         comparisons[m] = comp
         tied = set(comp.tied_with_best)
         for s in comp.configs:
@@ -244,12 +244,23 @@ def _mark(row: dict) -> str:
     return "▼" if row["worse_than_best"] else "≈"
 
 
+def resolution(comp: Comparison) -> str:
+    """How fine the test's p-values are: comparisons (Holm), resamples per pair or exact enumeration, and the
+    smallest attainable p before and after the correction."""
+    m = comp.n_comparisons
+    if comp.test != "randomization":
+        return f"Holm over {m} comparison(s), α = {comp.alpha:g}"
+    how = "exact sign-flip enumeration" if comp.exact else (
+        f"R = {comp.n_resamples:,} sign flips per pair ({comp.n_exact} of {m} exact)")
+    return (f"Holm over {m} comparison(s), {how}, smallest p = {comp.p_floor:.1e} × {m} = "
+            f"{comp.p_floor_adjusted:.1e} ‹ α = {comp.alpha:g}")
+
+
 def legend(report: SweepReport) -> str:
     """What the marks and brackets mean, and why a lower mean can be ≈ while a higher one is ▼."""
-    n = len(report.comparisons[report.primary].pairs)
     return (f"★ best · ≈ not significantly different from the best · ▼ significantly worse than the best "
-            f"(paired {report.test} test on the same queries, Holm correction over all {n} pairs, "
-            f"α = {report.alpha:g}). CI: 95 % bootstrap interval of the mean. The marks come from per-query "
+            f"(paired {report.test} test on the same queries, {resolution(report.comparisons[report.primary])}). "
+            f"CI: 95 % bootstrap interval of the mean. The marks come from per-query "
             f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
             f"even below a ▼ one that loses consistently.")
 
@@ -407,8 +418,7 @@ def vs_best_rich(report: SweepReport, width: int = 160) -> Table:
     best = report.leaderboard().row(0, named=True)
     return fit_table(cols, rows, width,
                      title=f"{report.primary}: every config against the best, {report.label_of(comp.best)} "
-                           f"({best['mean']:.4f}); paired {comp.test} test, Holm over all {len(comp.pairs)} pairs, "
-                           f"α={comp.alpha:g}",
+                           f"({best['mean']:.4f}); paired {comp.test} test, {resolution(comp)}",
                      caption="▼ significantly worse than the best, ≈ not distinguishable from it; p: Holm-adjusted; "
                              "W/T/L: queries where the config beats / ties / loses to the best. Every pair: "
                              "`ragbench compare --all`.")
@@ -618,8 +628,8 @@ def _leaderboard_html(report: SweepReport) -> list[str]:
 def _vs_best_html(report: SweepReport) -> list[str]:
     comp = report.comparisons[report.primary]
     parts = [f"<h2>Against the best on {_e(report.primary)}</h2><p class='muted'>Each config against "
-             f"{_e(report.label_of(comp.best))}: paired {_e(comp.test)} test on the same queries, Holm-adjusted "
-             f"over all {len(comp.pairs)} pairs.</p><table id='vs-best'><tr><th class='num'>#</th><th>chunker</th>"
+             f"{_e(report.label_of(comp.best))}: paired {_e(comp.test)} test on the same queries, "
+             f"{_e(resolution(comp))}.</p><table id='vs-best'><tr><th class='num'>#</th><th>chunker</th>"
              f"<th>model</th><th>retriever</th>{_th(report.primary)}<th class='num'>− best</th>"
              "<th class='num'>p (Holm)</th><th>verdict</th><th class='num'>W/T/L</th></tr>"]
     for r in vs_best_rows(report):

@@ -339,33 +339,25 @@ class ResultStore:
         """Copy each config's rows (every per-config table and its ``configs`` row) from ``sources[config_id]``
         (a sweep id) into ``to_sweep``, replacing any there, in one transaction. ``reused_from`` names the sweep
         that evaluated it (followed through earlier copies); ``mlflow_run_id`` stays that evaluation's run."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                for config_id, from_sweep in sources.items():
-                    for table in (*PER_CONFIG_TABLES, "configs"):
-                        con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [to_sweep, config_id])
-                        extra = ", COALESCE(reused_from, sweep_id) AS reused_from" if table == "configs" else ""
-                        con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS sweep_id{extra}) "
-                                    f"FROM {table} WHERE sweep_id = ? AND config_id = ?",
-                                    [to_sweep, from_sweep, config_id])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self.transaction() as con:
+            for config_id, from_sweep in sources.items():
+                for table in (*PER_CONFIG_TABLES, "configs"):
+                    con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [to_sweep, config_id])
+                    extra = ", COALESCE(reused_from, sweep_id) AS reused_from" if table == "configs" else ""
+                    con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS sweep_id{extra}) "
+                                f"FROM {table} WHERE sweep_id = ? AND config_id = ?",
+                                [to_sweep, from_sweep, config_id])
 
     def copy_k_sweep(self, from_sweep: str, to_sweep: str, config_id: str) -> bool:
         """Copy the k-sweep rows of ``config_id`` from ``from_sweep`` into ``to_sweep`` (replacing its own); False
         when ``from_sweep`` has none for that config."""
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
+        with self.transaction() as con:
             n = con.execute("SELECT count(*) FROM k_sweep WHERE sweep_id = ? AND config_id = ?",
                             [from_sweep, config_id]).fetchall()[0][0]
             if n:
                 con.execute("DELETE FROM k_sweep WHERE sweep_id = ?", [to_sweep])
                 con.execute("INSERT INTO k_sweep SELECT * REPLACE (CAST(? AS VARCHAR) AS sweep_id) FROM k_sweep "
                             "WHERE sweep_id = ? AND config_id = ?", [to_sweep, from_sweep, config_id])
-            con.execute("COMMIT")
         return bool(n)
 
     def write_k_sweep(self, sweep_id: str, config_id: str, table: pl.DataFrame) -> None:
