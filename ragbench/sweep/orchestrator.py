@@ -314,10 +314,10 @@ class _Sweep:
 
     def _warn(self, name: str, metrics: dict[str, float]) -> None:
         """Warnings next to the config's score: empty contexts, and an embedder window that hides the chunks."""
-        primary = self.cfg.metrics.primary
+        primary = measure_key(self.cfg.metrics.primary)
         score = f"{primary} = {metrics.get(primary, math.nan):.4f}"
         for key, value in metrics.items():
-            if key.startswith("empty_contexts@") and value > 0:
+            if key.startswith(measure_key("empty_contexts@")) and value > 0:
                 log.warning("config %s (%s): %d quer%s got an empty context (%s): the budget left no room or nothing "
                             "was retrieved", name, score, value, "y" if value == 1 else "ies", key)
         over = metrics.get("chunkstat_chunks_over_embed_window", 0.0)
