@@ -249,16 +249,21 @@ class EdgeIndex:
 
     def search(self, name: str, queries: np.ndarray, model_key: str, limit: int, *, exact: bool = False,
                hnsw_ef: int | None = None, query_filter=None) -> Hits:
-        from qdrant_edge import Query, QueryBatchRequest, QueryRequest, SearchParams
+        from qdrant_edge import Query, QueryRequest, SearchParams
 
         _searchable(self, name, model_key, queries.shape[1])
         params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        return self._query(name, [QueryRequest(limit=limit, query=Query.Nearest(q.tolist(), using="dense"),
+                                               params=params, filter=query_filter) for q in queries])
+
+    def _query(self, name: str, requests: list) -> Hits:
+        """Run ``requests`` against collection ``name`` in batches of 64, holding it for each batch."""
+        from qdrant_edge import QueryBatchRequest
+
         ids, scores = [], []
-        for i in range(0, len(queries), 64):
-            batch = [QueryRequest(limit=limit, query=Query.Nearest(q.tolist(), using="dense"), params=params,
-                                  filter=query_filter) for q in queries[i:i + 64]]
+        for i in range(0, len(requests), 64):
             with self.session(name):
-                results = self._shard(name).query_batch(QueryBatchRequest(batch))
+                results = self._shard(name).query_batch(QueryBatchRequest(requests[i:i + 64]))
             for points in results:
                 ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
                 scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
@@ -272,26 +277,18 @@ class EdgeIndex:
         Qdrant ranks prefetch results from 0, so ``Fusion.Rrf(k + 1)`` scores 1 / (k + rank) with 1-based ranks:
         the same formula as :func:`ragbench.retrieval.fusion.rrf`.
         """
-        from qdrant_edge import Fusion, Prefetch, Query, QueryBatchRequest, QueryRequest, SearchParams
+        from qdrant_edge import Fusion, Prefetch, Query, QueryRequest, SearchParams
 
         meta = _searchable(self, name, model_key, queries.shape[1])
         if not meta.sparse:
             raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
         params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
         sparse = bm25_sparse(query_texts, query=True)
-        ids, scores = [], []
-        for i in range(0, len(queries), 64):
-            batch = [QueryRequest(limit=limit, query=Fusion.Rrf(k=int(k) + 1), prefetches=[
-                Prefetch(limit=dense_depth, query=Query.Nearest(q.tolist(), using="dense"), params=params,
-                         filter=query_filter),
-                Prefetch(limit=sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=query_filter)])
-                for q, sv in zip(queries[i:i + 64], sparse[i:i + 64])]
-            with self.session(name):
-                results = self._shard(name).query_batch(QueryBatchRequest(batch))
-            for points in results:
-                ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
-                scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
-        return Hits(ids, scores)
+        return self._query(name, [QueryRequest(limit=limit, query=Fusion.Rrf(k=int(k) + 1), prefetches=[
+            Prefetch(limit=dense_depth, query=Query.Nearest(q.tolist(), using="dense"), params=params,
+                     filter=query_filter),
+            Prefetch(limit=sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=query_filter)])
+            for q, sv in zip(queries, sparse)])
 
     def close(self, name: str | None = None) -> None:
         """Close open shards (those held by a :meth:`session` stay open until it ends)."""
