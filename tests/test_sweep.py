@@ -83,7 +83,7 @@ def test_demo_sweep_lands_in_duckdb_and_mlflow_and_reruns_from_cache(home, setti
     assert parents[0].info.run_name == first.sweep_id
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"per_query.parquet", "rankings.parquet"}
     assert "chunkstat_spans_split" in child.data.metrics
-    dense = [r for r in children if r.data.params.get("retriever.kind") == "dense"]
+    dense = [r for r in children if r.data.params.get("retriever") == "dense"]
     assert dense and all(0 <= r.data.metrics["chunkstat_tokens_never_embedded"] <= 1 for r in dense)
     plots = {a.path for a in client.list_artifacts(parents[0].info.run_id, "plots")}
     assert plots == {"plots/recall_at_k.png", "plots/evidence_recall_vs_budget.png"}

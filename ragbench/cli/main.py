@@ -123,12 +123,11 @@ def sweep(
     config failed, 2 on invalid input.
     """
     console.print(f"starting sweep {config} …", highlight=False)  # at once: the imports below take seconds
-    import duckdb
-
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers
     from ragbench.reporting.terminal import leaderboard_table, leaderboard_text
+    from ragbench.results.store import STORAGE_ERRORS
     from ragbench.sweep import preflight, sweep_settings
 
     fmt = Format.json if json_out else fmt
@@ -163,7 +162,7 @@ def sweep(
                 pool.close()
     except RagbenchError as e:
         _fail(e)
-    except (OSError, duckdb.Error) as e:  # a full disk, a lost volume: the cause, on one line, not a traceback
+    except STORAGE_ERRORS as e:  # a full disk, a lost volume: the cause, on one line, not a traceback
         _fail(RagbenchError(f"storage error: {str(e).strip().splitlines()[0][:300]}"))
     if fmt is Format.table:
         stdout.print(leaderboard_table(result, width=stdout.width))

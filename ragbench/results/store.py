@@ -103,6 +103,9 @@ MEASURE_KEY_MIGRATION = "\n".join(
     for table, col in (("config_metrics", "measure"), ("query_metrics", "measure"),
                        ("promotions", "primary_measure")))
 
+#: what a failing disk or volume raises through the store: reported as a storage error, with its cause
+STORAGE_ERRORS = (OSError, duckdb.Error)
+
 PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
                      "ann_fidelity", "answers")
 _CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, status, error, n_queries, n_unlabelled, "
