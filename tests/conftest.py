@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,3 +102,62 @@ def demo_sweep(tmp_path_factory) -> DemoSweep:
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 20, proc.stdout[-2000:]
     return DemoSweep(root, home, rows, proc.stderr)
+
+
+@pytest.fixture
+def ragbench_log():
+    """The messages of the ragbench logger (it does not propagate to pytest's caplog)."""
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = Keep()
+    logger = logging.getLogger("ragbench")
+    logger.addHandler(handler)
+    yield records
+    logger.removeHandler(handler)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def mlflow_server(backend_store_uri: str, artifacts: Path, timeout: float = 240):
+    """A real ``mlflow server`` on a free localhost port, lean (one worker, no job runner), yielding its URL once
+    /health answers; stopped with SIGINT (it ignores SIGTERM for long), killed if it lingers."""
+    port = free_port()
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri, "--artifacts-destination",
+         str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"mlflow server exited: {proc.stderr.read().decode()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            time.sleep(1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"mlflow server ({backend_store_uri.split(':')[0]}) did not become healthy in "
+                             f"{timeout:.0f} s")
+    try:
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

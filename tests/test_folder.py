@@ -4,7 +4,6 @@ bad input is a warning or an error naming file and line, and conversion is cache
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 
 import polars as pl
@@ -34,21 +33,6 @@ def _load(root, cache=None, **kw):
 def folder(tmp_path):
     return build_folder(tmp_path / "docs")
 
-
-@pytest.fixture
-def ragbench_log():
-    """The records of the ragbench logger (it does not propagate to pytest's caplog)."""
-    records: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    handler = Keep()
-    logger = logging.getLogger("ragbench")
-    logger.addHandler(handler)
-    yield records
-    logger.removeHandler(handler)
 
 
 def test_every_file_type_becomes_a_markdown_document_with_its_headings(folder):

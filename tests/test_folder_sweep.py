@@ -3,8 +3,6 @@ one file changed that converts and embeds only that file."""
 
 from __future__ import annotations
 
-import logging
-
 import polars as pl
 import pytest
 from conftest import write_config
@@ -40,19 +38,6 @@ output:
   mlflow: false
 """
 
-
-@pytest.fixture
-def ragbench_log():
-    records: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append(record.getMessage())
-
-    handler = Keep()
-    logging.getLogger("ragbench").addHandler(handler)
-    yield records
-    logging.getLogger("ragbench").removeHandler(handler)
 
 
 def test_folder_sweep_scores_documents_spans_and_the_held_out_set_apart(tmp_path, settings, home):

@@ -11,25 +11,16 @@ import json
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import DEMO, write_config
+from conftest import DEMO, free_port, mlflow_server, write_config
 
 PG_USER = "ragbench-pg"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pg_bin() -> Path | None:
@@ -58,7 +49,7 @@ def postgres():
             subprocess.run(["useradd", "--system", "--no-create-home", PG_USER], check=True)
         shutil.chown(root, PG_USER, PG_USER)
         os.chmod(root, 0o700)
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
     init = _as_pg([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"])
     assert init.returncode == 0, init.stderr
     start = _as_pg([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60", "-o",
@@ -75,37 +66,8 @@ def postgres():
 
 @pytest.fixture
 def mlflow_on_postgres(postgres, tmp_path):
-    port = _free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", postgres, "--artifacts-destination",
-         str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"mlflow server exited: {proc.stderr.read().decode()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(1)
-    else:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError("mlflow server on PostgreSQL did not become healthy in 240 s")
-    yield url
-    import mlflow
-
-    mlflow.set_tracking_uri(None)  # promote points the fluent API at the server: do not leave it to later tests
-    mlflow.set_registry_uri(None)
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    with mlflow_server(postgres, tmp_path / "artifacts") as url:
+        yield url
 
 
 def test_sweep_promote_and_rollback_against_mlflow_on_postgresql(mlflow_on_postgres, home, settings, tmp_path,
