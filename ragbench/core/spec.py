@@ -6,15 +6,27 @@ and config ids are all built from it, so a spec's fields are part of the cache f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from ragbench.core.hashing import stable_hash
 
 
 class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: fields added after specs were first hashed: dumped only when set (not at their default), so existing
+    #: specs keep their ids, config ids and sweep spec hashes (tests/test_golden_keys.py)
+    dumped_when_set: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_new_fields(self, handler):
+        data = handler(self)
+        for f in self.dumped_when_set:
+            if f in data and getattr(self, f) == type(self).model_fields[f].default:
+                del data[f]
+        return data
 
     def canonical(self) -> dict[str, Any]:
         """The spec as a plain dict without its display name: what identifies it."""

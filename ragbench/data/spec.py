@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator, model_serializer, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragbench.core.spec import Spec
 
 #: dataset format -> loader ``(DatasetSpec) -> Dataset``; one module per format registers itself
 LOADERS: dict[str, Callable] = {}
 
-#: fields added after configs were first hashed: dumped only when set, so existing configs keep their config ids,
-#: sweep spec hashes and dataset fingerprints (tests/test_golden_keys.py)
-_DUMPED_WHEN_SET = ("questions", "include", "exclude", "holdout")
 #: fields only the folder format reads
 _FOLDER_ONLY = ("questions", "include", "exclude")
 
@@ -29,6 +26,9 @@ def register_loader(fmt: str) -> Callable[[Callable], Callable]:
 
 class DatasetSpec(Spec):
     """Where the labelled data is. Relative paths are resolved against the config file's folder."""
+
+    # added after configs were first hashed (they keep their dataset fingerprints)
+    dumped_when_set: ClassVar[tuple[str, ...]] = ("questions", "include", "exclude", "holdout")
 
     name: str | None = None
     format: str = Field("beir", description="a registered dataset format (beir, squad, folder, ...)")
@@ -69,10 +69,3 @@ class DatasetSpec(Spec):
                                  f"{'it' if len(given) == 1 else 'them'} (format is {self.format!r})")
         return self
 
-    @model_serializer(mode="wrap")
-    def _drop_unset_new_fields(self, handler):
-        data = handler(self)
-        for f in _DUMPED_WHEN_SET:
-            if f in data and getattr(self, f) == type(self).model_fields[f].default:
-                del data[f]
-        return data

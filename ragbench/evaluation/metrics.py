@@ -29,12 +29,16 @@ queries.
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
+from ragbench.core.measures import measure_key
 from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
 from ragbench.evaluation.measures import RANK_MEASURES, Measure
@@ -113,3 +117,51 @@ def aggregate(per_query: pl.DataFrame) -> pl.DataFrame:
             .agg(pl.col("value").filter(pl.col("value").is_not_nan()).mean().alias("mean"),
                  pl.col("value").is_not_nan().sum().cast(pl.Int64).alias("n"),
                  pl.col("value").is_nan().sum().cast(pl.Int64).alias("n_unlabelled")))
+
+
+# ---------------------------------------------------------------- document depth
+#: config-level measure: the deepest document cutoff every labelled query reached (see :func:`document_depth`)
+DOCUMENT_DEPTH_REACHED = "document_depth_reached"
+#: config-level measure: distinct documents in the judged run, mean over labelled queries
+DOCUMENT_DEPTH_MEAN = "document_depth_mean"
+_HELDOUT = "heldout_"
+
+
+def document_depth(doc_run: pl.DataFrame, query_ids: list[str], truncated: frozenset[str],
+                   max_cutoff: int) -> dict[str, float]:
+    """How deep in *documents* a run reached, so that document measures compare chunkers at the same depth.
+
+    A run of 100 chunks names fewer than 100 documents when a document has several chunks in it (fixed 128-token
+    chunks on SciFact: 63 on average). For the ``query_ids`` (the labelled queries):
+
+    * ``document_depth_mean`` = mean number of distinct documents ranked;
+    * ``document_depth_reached`` = min over the ``truncated`` queries (those whose retrieval stopped at its depth
+      and could have named more documents) of their distinct documents, capped at ``max_cutoff``; a query whose
+      engine returned everything it had (no truncation) never limits it. A document measure at cutoff ``k`` is
+      comparable across configs only where ``k <= document_depth_reached`` (:func:`unreached_depth`).
+    """
+    counts = dict(doc_run.group_by("query_id").agg(pl.col("doc_id").n_unique()).iter_rows())
+    depths = [counts.get(q, 0) for q in query_ids]
+    limited = [counts.get(q, 0) for q in query_ids if q in truncated]
+    return {DOCUMENT_DEPTH_MEAN: float(sum(depths)) / len(depths) if depths else math.nan,
+            DOCUMENT_DEPTH_REACHED: float(min([max_cutoff, *limited])) if depths else math.nan}
+
+
+def document_cutoff(measure: str) -> int | None:
+    """The cutoff ``k`` of a document rank measure (``recall@100``, ``heldout_ndcg_at_10``), None for any other
+    measure (span, budget, config-level)."""
+    key = measure_key(measure).removeprefix(_HELDOUT)
+    m = re.fullmatch(r"(.+)_at_(\d+)", key)
+    return int(m.group(2)) if m and m.group(1) in RANK_MEASURES else None
+
+
+def unreached_depth(metrics: Mapping[str, float], measure: str) -> int | None:
+    """The document depth a config reached when it is below ``measure``'s cutoff (the measure is then not
+    comparable with configs that reached it: it was computed on fewer documents), else None. ``metrics``: the
+    config's stored config-level measures (``heldout_`` measures read the held-out set's depth)."""
+    k = document_cutoff(measure)
+    prefix = _HELDOUT if measure_key(measure).startswith(_HELDOUT) else ""
+    reached = metrics.get(prefix + DOCUMENT_DEPTH_REACHED)
+    if k is None or reached is None or math.isnan(reached) or reached >= k:
+        return None
+    return int(reached)

@@ -49,9 +49,10 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
-from ragbench.core.measures import measure_key
+from ragbench.core.measures import MeasureMap, measure_key
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary
 from ragbench.results.store import ResultStore
@@ -138,6 +139,16 @@ def _fmt_p(p: float | None) -> str:
     return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4g}"
 
 
+def _refuse_shallow(store: ResultStore, sweep_id: str, config_id: str, name: str, primary: str) -> None:
+    """Refuse a gate on a document measure deeper than the documents the config's run reached
+    (:func:`ragbench.evaluation.metrics.unreached_depth`): its value is not comparable."""
+    depth = unreached_depth(MeasureMap(store.config_means(sweep_id, config_id)), primary)
+    if depth is not None:
+        raise PromotionRefused(f"{name} cannot be gated on {primary}: its run named only {depth} distinct documents "
+                               f"for some query of sweep {sweep_id}, fewer than the cutoff; rerun with "
+                               f"retrievers[].documents: {document_cutoff(primary)} or gate on a shallower measure")
+
+
 def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: str | None = None,
                alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0) -> GateDecision:
     """Decide whether ``config_id`` of ``sweep_id`` may replace what is in production (see the module docstring)."""
@@ -157,12 +168,15 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
     cand = store.measure_values(sweep_id, config_id, primary)
     if cand.is_empty():
         raise RagbenchError(f"measure {primary!r} was not computed for config {name} in sweep {sweep_id}")
+    _refuse_shallow(store, sweep_id, config_id, name, primary)
     cand_mean = float(np.nanmean(cand["value"].to_numpy())) if cand["value"].is_not_nan().any() else math.nan
     fp = sweep["dataset_fingerprint"]
     live = production(store)
 
     if live is None:
-        pq = store.per_query_values(sweep_id, [primary])
+        shallow = [c for c, (mets, _, _) in store.stored_config_metrics(sweep_id).items()
+                   if unreached_depth(MeasureMap(mets), primary) is not None]  # not comparable on primary
+        pq = store.per_query_values(sweep_id, [primary]).filter(~pl.col("config_id").is_in(shallow))
         comp = compare_configs(pq, primary, alpha=alpha, n_resamples=n_resamples, seed=seed)
         best = comp.config(comp.best)
         best_name = names[comp.best]
@@ -191,6 +205,7 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
                             f"evaluated on dataset {fp} of sweep {sweep_id} (it was promoted on "
                             f"{live.dataset_fingerprint}); run a sweep on this dataset that includes it",
                             primary, cand_mean, live.name)
+    _refuse_shallow(store, base_sweep, live.config_id, f"production {live.name}", primary)
     base = store.measure_values(base_sweep, live.config_id, primary)
     paired = cand.join(base, on="query_id", how="inner", suffix="_prod").sort("query_id")
     a, b = paired["value"].to_numpy(), paired["value_prod"].to_numpy()

@@ -20,7 +20,7 @@ import base64
 import html
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,9 +29,10 @@ from rich.table import Table
 
 from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.core.errors import RagbenchError
-from ragbench.core.measures import measure_key, measure_keys
+from ragbench.core.measures import MeasureMap, measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
@@ -63,6 +64,10 @@ class SweepReport:
         ``config_id, name, query_class, n, mean`` of the primary measure (unlabelled queries excluded).
     chunk_stats : polars.DataFrame or None
         ``config_id, name, stat, value`` when the store has a ``chunk_stats`` table with rows for this sweep.
+    shallow : dict
+        Document measure -> ``{config_id: documents reached}`` of the configs left out of its comparison: their
+        run named fewer distinct documents than the measure's cutoff for some query
+        (:func:`ragbench.evaluation.metrics.unreached_depth`), so their value was computed on a shallower list.
     """
 
     sweep_id: str
@@ -81,6 +86,7 @@ class SweepReport:
     per_class: pl.DataFrame
     chunk_stats: pl.DataFrame | None
     mlflow_run_id: str | None
+    shallow: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def best(self) -> str:
@@ -177,11 +183,22 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
     names = dict(configs.select("config_id", "name").iter_rows())
+    stored = {cid: MeasureMap(mets) for cid, (mets, _, _) in store.stored_config_metrics(sweep_id).items()}
+    shallow = {m: refused for m in measures
+               if (refused := {cid: d for cid, mets in stored.items() if (d := unreached_depth(mets, m)) is not None})}
+    if shallow.get(primary) and set(shallow[primary]) >= set(pq["config_id"].unique().to_list()):
+        raise RagbenchError(f"{primary} cannot be compared in sweep {sweep_id}: no config reached "
+                            f"{document_cutoff(primary)} distinct documents for every query; fetch deeper with "
+                            f"retrievers[].documents: {document_cutoff(primary)}")
 
     comparisons: dict[str, Comparison] = {}
     rows = []
     for m in measures:
-        comp = compare_configs(pq, m, test=test, alpha=alpha, n_resamples=n_resamples, seed=seed, pairs=pairs)
+        if set(shallow.get(m, ())) >= set(pq["config_id"].unique().to_list()):
+            continue  # no config reached this cutoff: nothing to compare (the note says so)
+        # a config that reached fewer documents than the cutoff is left out of that measure's comparison
+        kept = pq.filter((pl.col("measure") != m) | ~pl.col("config_id").is_in(list(shallow.get(m, {}))))
+        comp = compare_configs(kept, m, test=test, alpha=alpha, n_resamples=n_resamples, seed=seed, pairs=pairs)
         comparisons[m] = comp
         tied = set(comp.tied_with_best)
         for s in comp.configs:
@@ -202,7 +219,8 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     return SweepReport(
         sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
         dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
-        measures=tuple(measures), test=test, alpha=alpha, configs=configs, summary=summary,
+        measures=tuple(m for m in measures if m in comparisons), test=test, alpha=alpha, configs=configs,
+        summary=summary, shallow=shallow,
         comparisons=comparisons, recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
         chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"))
 
@@ -262,7 +280,20 @@ def legend(report: SweepReport) -> str:
             f"(paired {report.test} test on the same queries, {resolution(report.comparisons[report.primary])}). "
             f"CI: 95 % bootstrap interval of the mean. The marks come from per-query "
             f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
-            f"even below a ▼ one that loses consistently.")
+            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in depth_notes(report)))
+
+
+def depth_notes(report: SweepReport) -> list[str]:
+    """One sentence per cutoff whose document measures left configs out of their comparison (see
+    :attr:`SweepReport.shallow`)."""
+    by_cutoff: dict[int, tuple[list[str], dict[str, int]]] = {}
+    for m, refused in report.shallow.items():
+        names, configs = by_cutoff.setdefault(document_cutoff(m), ([], {}))
+        names.append(m)
+        configs.update(refused)
+    return [f"{', '.join(names)}: {len(configs)} config(s) not compared, their run named fewer than {k} distinct "
+            f"documents for some query (fewest {min(configs.values())}); fetch deeper with "
+            f"retrievers[].documents: {k}." for k, (names, configs) in sorted(by_cutoff.items())]
 
 
 def report_rows(report: SweepReport) -> list[dict]:
@@ -287,6 +318,11 @@ def report_rows(report: SweepReport) -> list[dict]:
                     "losses": row["losses"], "ms_per_query": c.get("retrieval_ms_per_query"),
                     "queries": row["n"], "unlabelled": c.get("n_unlabelled")})
         rows.append(out)
+    for cid, depth in report.shallow.get(report.primary, {}).items():  # finished, but not comparable on primary
+        c = cfg.get(cid, {})
+        rows.append({"rank": None, "config_id": cid, "name": c.get("name"), "chunker": c.get("chunker"),
+                     "model": c.get("model"), "retriever": c.get("retriever"), "status": "not compared",
+                     "error": f"reached {depth} distinct documents, fewer than {report.primary}'s cutoff"})
     for c in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
         rows.append({"rank": None, "config_id": c["config_id"], "name": c["name"], "chunker": c["chunker"],
                      "model": c["model"], "retriever": c["retriever"], "status": c["status"], "error": c["error"]})
@@ -314,7 +350,8 @@ def _display_rows(report: SweepReport) -> list[dict]:
         r["wtl"] = ("—" if r.get(f"{report.primary}_mark") == "★" else
                     f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
         if r["status"] != "finished":
-            r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
+            what = "NOT COMPARED" if r["status"] == "not compared" else "FAILED"
+            r["retriever"] = f"{r['retriever']}  {what}: {r['error'] or ''}"
     return rows
 
 
@@ -421,7 +458,7 @@ def vs_best_rich(report: SweepReport, width: int = 160) -> Table:
                            f"({best['mean']:.4f}); paired {comp.test} test, {resolution(comp)}",
                      caption="▼ significantly worse than the best, ≈ not distinguishable from it; p: Holm-adjusted; "
                              "W/T/L: queries where the config beats / ties / loses to the best. Every pair: "
-                             "`ragbench compare --all`.")
+                             "`ragbench compare --all`." + "".join(f" {n}" for n in depth_notes(report)))
 
 
 def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -> Table:

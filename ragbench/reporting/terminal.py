@@ -12,6 +12,7 @@ import math
 from rich.table import Table
 
 from ragbench.config.labels import ConfigLabels
+from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.generation.answering import VERDICTS
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
@@ -21,10 +22,18 @@ ANSWER_COLUMNS = (("EM", "answer_em"), ("F1", "answer_f1"), ("contains", "answer
                   ("accuracy", "answer_accuracy"), ("answer∈ctx", "answer_in_context"))
 
 
+def comparable(metrics, measure: str) -> float | None:
+    """The config's mean of ``measure``, or None when it is a document measure at a cutoff deeper than the
+    documents the config's run reached (:func:`ragbench.evaluation.metrics.unreached_depth`): not comparable."""
+    return None if unreached_depth(metrics, measure) is not None else metrics.get(measure)
+
+
 def ranked(outcomes: list[ConfigOutcome], primary: str) -> list[tuple[int | None, ConfigOutcome]]:
-    """Outcomes best first by ``primary`` (ties by config id), each with its rank; failed configs last, rank None."""
+    """Outcomes best first by ``primary`` (ties by config id), each with its rank; failed configs last, rank None.
+    A config whose run is too shallow for ``primary`` (:func:`comparable`) ranks after the others."""
     def key(o: ConfigOutcome):
-        v = o.metrics.get(primary, math.nan)
+        v = comparable(o.metrics, primary)
+        v = math.nan if v is None else v
         return (o.status == "failed", -(v if v == v else -math.inf), o.config_id)
 
     out, rank = [], 0
@@ -51,8 +60,8 @@ def leaderboard_rows(result: SweepResult, measures: tuple[str, ...] = LEADERBOAR
         m = o.metrics
         row = {"rank": rank, "config_id": o.config_id, "name": o.name, "chunker": labels.chunker,
                "model": labels.model, "retriever": labels.retriever, "status": o.status, "error": o.error,
-               "primary": result.primary, "primary_value": m.get(result.primary),
-               **{c: m.get(c) for c in cols},
+               "primary": result.primary, "primary_value": comparable(m, result.primary),
+               **{c: comparable(m, c) for c in cols},
                "queries": o.n_queries - o.n_unlabelled if o.status != "failed" else None,
                "unlabelled": o.n_unlabelled if o.status != "failed" else None}
         if "answer_accuracy" in m:
@@ -86,11 +95,28 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
     for r in rows:
         if r["status"] == "failed":
             r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
-    caption = f"{result.n_failed} of {len(result.outcomes)} configs failed" if result.n_failed else None
+    notes = [f"{result.n_failed} of {len(result.outcomes)} configs failed"] if result.n_failed else []
+    notes += shallow_notes(result, _measures(result, measures))
+    caption = "\n".join(notes) or None
     return fit_table(leaderboard_columns(result, measures), rows, width,
                      title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
                            f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed",
                      caption=caption, row_styles=["red" if r["status"] == "failed" else None for r in rows])
+
+
+def shallow_notes(result: SweepResult, measures) -> list[str]:
+    """One line per cutoff of the shown document measures that some config's run was too shallow for (those
+    values are shown as –)."""
+    by_cutoff: dict[int, tuple[list[str], list[int]]] = {}
+    for m in measures:
+        depths = [d for o in result.outcomes if (d := unreached_depth(o.metrics, m)) is not None]
+        if depths:
+            names, seen = by_cutoff.setdefault(document_cutoff(m), ([], []))
+            names.append(m)
+            seen.extend(depths)
+    return [f"{', '.join(names)}: – where a config's run named fewer than {k} distinct documents for some query "
+            f"(fewest {min(seen)}): not comparable; fetch deeper with retrievers[].documents: {k}"
+            for k, (names, seen) in sorted(by_cutoff.items())]
 
 
 def leaderboard_text(result: SweepResult, fmt: str, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> str:

@@ -66,6 +66,9 @@ class RetrieverSpec(Spec):
     kind: str
     name: str | None = None
     depth: int = Field(100, gt=0, description="chunks fetched per query")
+    documents: int | None = Field(None, gt=0, description="fetch deeper (depth doubled, up to every chunk) until "
+                                  "each query has this many distinct documents, so document measures at this "
+                                  "cutoff compare chunkers at the same document depth")
     rerank: RERANKERS.field | None = None
     parents: ParentsSpec | None = None
     filter: dict[str, Any] | None = Field(None, description="metadata filter on the corpus' metadata fields, e.g. "
@@ -75,10 +78,15 @@ class RetrieverSpec(Spec):
     uses_embedder: ClassVar[bool] = False
     #: True when it needs the collection that also holds Qdrant's own BM25 sparse vectors
     uses_sparse_collection: ClassVar[bool] = False
+    dumped_when_set: ClassVar[tuple[str, ...]] = ("documents",)
 
     def first_stage(self, ds: Dataset, res: RetrievalResources, embedder, filters: Filters) -> pl.DataFrame:
         """The candidate run of every query of ``ds`` (before reranking), a filter applied inside each engine."""
         raise NotImplementedError
+
+    def deeper(self, factor: int) -> "RetrieverSpec":
+        """This retriever fetching ``factor`` times as many chunks (used to reach :attr:`documents`)."""
+        return self.model_copy(update={"depth": self.depth * factor})
 
     def describe(self) -> str:
         """The automatic label of the first stage (knob suffixes are added by :attr:`label`)."""
@@ -103,6 +111,8 @@ class RetrieverSpec(Spec):
             text += f" + parent {self.parents.mode}s"
         if self.filter:
             text += " where " + ", ".join(f"{k}={v}" for k, v in self.filter.items())
+        if self.documents:
+            text += f" until {self.documents} documents"
         return text
 
     @property
@@ -116,6 +126,8 @@ class RetrieverSpec(Spec):
             base += f" > parents[{self.parents.mode}]"
         if self.filter:
             base += " filter[" + ",".join(f"{k}={v}" for k, v in self.filter.items()) + "]"
+        if self.documents:
+            base += f" docs[{self.documents}]"
         return base
 
 

@@ -69,6 +69,12 @@ class HybridRetriever(RetrieverSpec):
             fused = convex(runs, weights=self.weights, depth=None)
         return canonical_order(fused).filter(pl.col("rank") <= self.depth)
 
+    def deeper(self, factor: int) -> "HybridRetriever":
+        """Both lists and the fused cut ``factor`` times deeper."""
+        return self.model_copy(update={
+            "depth": self.depth * factor, "dense": self.dense.model_copy(update={"depth": self.dense.depth * factor}),
+            "bm25": self.bm25.model_copy(update={"depth": self.bm25.depth * factor})})
+
     def describe(self) -> str:
         w = "" if tuple(self.weights) == (1.0, 1.0) else f",w={self.weights[0]:g}/{self.weights[1]:g}"
         return f"hybrid-{self.fusion}{w}" + ("@qdrant" if self.engine == "qdrant" else "")

@@ -6,7 +6,7 @@ composes them for a :class:`~ragbench.config.RunConfig`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -20,7 +20,10 @@ from ragbench.retrieval.rerank import RerankSpec, rerank
 
 @dataclass(frozen=True)
 class RetrievalOutput:
-    """The final run, the chunk table its ids refer to (parents under small-to-big), and side measurements."""
+    """The final run, the chunk table its ids refer to (parents under small-to-big), and side measurements.
+
+    ``truncated``: the queries whose first stage stopped at its depth (it returned as many chunks as it was asked
+    for), so their run could have named more documents; the others exhausted what the engine would return."""
 
     run: pl.DataFrame
     judged_chunks: pl.DataFrame
@@ -29,6 +32,7 @@ class RetrievalOutput:
     tables: dict[str, pl.DataFrame]
     first_stage_run: pl.DataFrame
     unfiltered_run: pl.DataFrame | None = None
+    truncated: frozenset[str] = frozenset()
 
 
 def filters_for(ds: Dataset, res: RetrievalResources, filter_spec: dict | None) -> Filters:
@@ -39,10 +43,46 @@ def filters_for(ds: Dataset, res: RetrievalResources, filter_spec: dict | None) 
     return Filters(mask, index_filter(res.index, filter_spec) if res.index is not None else None)
 
 
-def first_stage(cfg, ds: Dataset, res: RetrievalResources, filter_spec: dict | None) -> pl.DataFrame:
-    """The candidate list of each query before reranking (a filter applies inside each engine)."""
+def first_stage(cfg, ds: Dataset, res: RetrievalResources,
+                filter_spec: dict | None) -> tuple[pl.DataFrame, frozenset[str]]:
+    """The candidate list of each query before reranking (a filter applies inside each engine), and the queries
+    whose list stopped at the depth it was asked for (see :attr:`RetrievalOutput.truncated`).
+
+    With ``documents: N`` the queries with fewer than N distinct documents are searched again at twice the depth,
+    and again, until they have N or the engine returns fewer chunks than asked (every chunk it would return) or
+    the depth covers every chunk. Each query's list is then the search at its final depth: a query is never mixed
+    from two searches."""
     retriever: RetrieverSpec = cfg.retriever
-    return retriever.first_stage(ds, res, cfg.embedder, filters_for(ds, res, filter_spec))
+    filters = filters_for(ds, res, filter_spec)
+    run = retriever.first_stage(ds, res, cfg.embedder, filters)
+    truncated = _truncated(run, retriever.depth)
+    if not retriever.documents:
+        return run, truncated
+    n_chunks, factor = res.chunks.height, 1
+    while retriever.depth * factor < n_chunks:
+        distinct = dict(run.group_by("query_id").agg(pl.col("doc_id").n_unique()).iter_rows())
+        short = sorted(q for q in truncated if distinct.get(q, 0) < retriever.documents)
+        if not short:
+            break
+        factor *= 2
+        deeper = retriever.deeper(factor)
+        again = deeper.first_stage(*_only_queries(ds, res, short), cfg.embedder, filters)
+        ids = pl.Series(short, dtype=pl.String).implode()
+        run = pl.concat([run.filter(~pl.col("query_id").is_in(ids)), again])
+        truncated = (truncated - set(short)) | _truncated(again, deeper.depth)
+    return run, truncated
+
+
+def _truncated(run: pl.DataFrame, depth: int) -> frozenset[str]:
+    counts = run.group_by("query_id").len()
+    return frozenset(counts.filter(pl.col("len") >= depth)["query_id"].to_list())
+
+
+def _only_queries(ds: Dataset, res: RetrievalResources, query_ids: list[str]) -> tuple[Dataset, RetrievalResources]:
+    """``ds`` and ``res`` cut to ``query_ids`` (query vectors follow the query table's rows)."""
+    keep = ds.queries["query_id"].is_in(pl.Series(query_ids, dtype=pl.String).implode())
+    vectors = res.query_vectors[keep.to_numpy()] if res.query_vectors is not None else None
+    return replace(ds, queries=ds.queries.filter(keep)), replace(res, query_vectors=vectors)
 
 
 def _reranker(res: RetrievalResources, spec: RerankSpec):
@@ -61,7 +101,8 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
     if r.filter:
         check_fields(ds.corpus, r.filter)
     t0 = time.perf_counter()
-    run = canonical_order(first_stage(cfg, ds, res, r.filter))
+    run, truncated = first_stage(cfg, ds, res, r.filter)
+    run = canonical_order(run)
     first = run
     metrics: dict[str, float] = {}
     tables: dict[str, pl.DataFrame] = {}
@@ -71,6 +112,7 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
                               dict(zip(res.chunks["chunk_id"], res.chunks["index_text"])), _reranker(res, r.rerank),
                               top_n=r.rerank.top_n, keep=keep)
         tables["rerank_latency.parquet"] = latency
+        truncated |= _truncated(run, keep)  # the reranker's cut is a depth too
         metrics["rerank_ms_per_query"] = float(latency["ms"].mean()) if latency.height else 0.0
         metrics["rerank_ms_p95"] = float(latency["ms"].quantile(0.95)) if latency.height else 0.0
     seconds = time.perf_counter() - t0
@@ -88,5 +130,5 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
         metrics[f"filter_shortfall_queries@{diagnostics_k}"] = float(short["shortfall"].sum())
         metrics["filter_returned_mean"] = float(short["returned"].mean()) if short.height else 0.0
         tables["filter_shortfall.parquet"] = short
-        unfiltered = canonical_order(first_stage(cfg, ds, res, None))
-    return RetrievalOutput(run, judged, seconds, metrics, tables, first, unfiltered)
+        unfiltered = canonical_order(first_stage(cfg, ds, res, None)[0])
+    return RetrievalOutput(run, judged, seconds, metrics, tables, first, unfiltered, truncated)

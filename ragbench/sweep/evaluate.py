@@ -24,7 +24,7 @@ from ragbench.embedding.embed import model_key
 from ragbench.evaluation.ann import ann_fidelity
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
-from ragbench.evaluation.metrics import aggregate, evaluate_per_query
+from ragbench.evaluation.metrics import aggregate, document_depth, evaluate_per_query
 from ragbench.generation.stage import answer_in_context_metrics, generation_stage
 from ragbench.results.outcomes import ConfigResult, config_level
 from ragbench.retrieval import RetrievalOutput, retrieve
@@ -34,7 +34,7 @@ from ragbench.sweep.stages import context_tokenizer, evaluate_stage
 #: Bump when a change to evaluation code can change any stored result (a measure's definition, retrieval, judging,
 #: context assembly, the oracle, chunk statistics, what is stored): stored results of an older version are then
 #: re-evaluated instead of reused. tests/test_evaluation_version.py pins a digest of that code to this number.
-EVALUATION_VERSION = 3
+EVALUATION_VERSION = 4
 
 
 def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: EvaluationSpec) -> str:
@@ -96,6 +96,7 @@ def _restrict(out: RetrievalOutput, query_ids: frozenset[str]) -> RetrievalOutpu
     ids = pl.Series(sorted(query_ids), dtype=pl.String).implode()
     keep = pl.col("query_id").is_in(ids)
     return replace(out, run=out.run.filter(keep), first_stage_run=out.first_stage_run.filter(keep),
+                   truncated=out.truncated & query_ids,
                    unfiltered_run=out.unfiltered_run.filter(keep) if out.unfiltered_run is not None else None)
 
 
@@ -121,6 +122,8 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
         unfiltered = evaluate_per_query(document_run(out.unfiltered_run), ds.qrels, qids, measures)
         for m, mean in aggregate(unfiltered).select("measure", "mean").iter_rows():
             level[f"unfiltered_{m}"] = mean
+    labelled = ds.qrels.filter(pl.col("relevance") > 0)["query_id"].unique().sort().to_list()
+    level.update(document_depth(document_run(out.run), labelled, out.truncated, max(spec.metrics.cutoffs)))
     diag = spec.diagnostics
     reach = reachability(document_run(out.first_stage_run), ds.qrels, qids, k=diag.k, pool=diag.pool)
     for category, _, _, share in reachability_summary(reach).iter_rows():
