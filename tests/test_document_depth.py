@@ -18,7 +18,8 @@ from conftest import DEMO, SCIFACT, requires_scifact, write_config
 from ragbench.config import load_config
 from ragbench.evaluation.metrics import document_cutoff, document_depth, unreached_depth
 from ragbench.promotion.registry import PromotionRefused, promote
-from ragbench.reporting.report import build_report, depth_notes, report_rows
+from ragbench.reporting.columns import shallow_notes
+from ragbench.reporting.report import build_report, report_rows
 from ragbench.reporting.terminal import leaderboard_rows
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
@@ -124,7 +125,7 @@ def test_a_cutoff_a_config_did_not_reach_is_refused_everywhere(depth_sweep):
     assert shallow.config_id not in {c.config_id for c in rep.comparisons["recall_at_20"].configs}
     row = next(r for r in report_rows(rep) if r["config_id"] == shallow.config_id)
     assert row["rank"] is None and row["status"] == "not compared"
-    assert f"fewest {depth}" in " ".join(depth_notes(rep))
+    assert f"fewest {depth}" in " ".join(shallow_notes(rep.shallow))
     # and the promotion gate refuses it
     with pytest.raises(PromotionRefused, match=rf"only {depth} distinct documents"):
         promote(store, result.sweep_id, shallow.config_id)

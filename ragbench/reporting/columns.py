@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 from ragbench.core.measures import measure_key
+from ragbench.evaluation.metrics import document_cutoff
 
 #: Measures shown next to the primary one; ``{max_k}`` stands for the deepest recall cutoff the sweep computed.
 LEADERBOARD_MEASURES = ("ndcg_at_10", "recall_at_10", "recall_at_{max_k}", "mrr_at_10", "precision_at_10")
@@ -25,3 +26,18 @@ def leaderboard_measures(present: Iterable[str], measures: Iterable[str] = LEADE
     kept, callers decide."""
     max_k = deepest_recall_k(present)
     return tuple(dict.fromkeys(measure_key(m.format(max_k=max_k)) for m in measures))
+
+
+def shallow_notes(shallow: dict[str, dict[str, int]]) -> list[str]:
+    """One sentence per cutoff whose document measures some configs' runs were too shallow for. ``shallow``:
+    measure -> ``{config_id: distinct documents reached}`` of those configs
+    (:func:`ragbench.evaluation.metrics.unreached_depth`)."""
+    by_cutoff: dict[int, tuple[list[str], dict[str, int]]] = {}
+    for m, refused in shallow.items():
+        if refused:
+            names, configs = by_cutoff.setdefault(document_cutoff(m), ([], {}))
+            names.append(m)
+            configs.update(refused)
+    return [f"{', '.join(names)}: {len(configs)} config(s) not compared, their run named fewer than {k} distinct "
+            f"documents for some query (fewest {min(configs.values())}); fetch deeper with "
+            f"retrievers[].documents: {k}." for k, (names, configs) in sorted(by_cutoff.items())]

@@ -34,7 +34,7 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import Comparison, compare_configs
-from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
+from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
@@ -280,20 +280,7 @@ def legend(report: SweepReport) -> str:
             f"(paired {report.test} test on the same queries, {resolution(report.comparisons[report.primary])}). "
             f"CI: 95 % bootstrap interval of the mean. The marks come from per-query "
             f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
-            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in depth_notes(report)))
-
-
-def depth_notes(report: SweepReport) -> list[str]:
-    """One sentence per cutoff whose document measures left configs out of their comparison (see
-    :attr:`SweepReport.shallow`)."""
-    by_cutoff: dict[int, tuple[list[str], dict[str, int]]] = {}
-    for m, refused in report.shallow.items():
-        names, configs = by_cutoff.setdefault(document_cutoff(m), ([], {}))
-        names.append(m)
-        configs.update(refused)
-    return [f"{', '.join(names)}: {len(configs)} config(s) not compared, their run named fewer than {k} distinct "
-            f"documents for some query (fewest {min(configs.values())}); fetch deeper with "
-            f"retrievers[].documents: {k}." for k, (names, configs) in sorted(by_cutoff.items())]
+            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in shallow_notes(report.shallow)))
 
 
 def report_rows(report: SweepReport) -> list[dict]:
@@ -458,7 +445,7 @@ def vs_best_rich(report: SweepReport, width: int = 160) -> Table:
                            f"({best['mean']:.4f}); paired {comp.test} test, {resolution(comp)}",
                      caption="▼ significantly worse than the best, ≈ not distinguishable from it; p: Holm-adjusted; "
                              "W/T/L: queries where the config beats / ties / loses to the best. Every pair: "
-                             "`ragbench compare --all`." + "".join(f" {n}" for n in depth_notes(report)))
+                             "`ragbench compare --all`." + "".join(f" {n}" for n in shallow_notes(report.shallow)))
 
 
 def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -> Table:

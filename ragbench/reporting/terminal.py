@@ -12,9 +12,9 @@ import math
 from rich.table import Table
 
 from ragbench.config.labels import ConfigLabels
-from ragbench.evaluation.metrics import document_cutoff, unreached_depth
+from ragbench.evaluation.metrics import unreached_depth
 from ragbench.generation.answering import VERDICTS
-from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
+from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 
@@ -96,27 +96,14 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
         if r["status"] == "failed":
             r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
     notes = [f"{result.n_failed} of {len(result.outcomes)} configs failed"] if result.n_failed else []
-    notes += shallow_notes(result, _measures(result, measures))
+    notes += shallow_notes({m: {o.config_id: d for o in result.outcomes
+                                if (d := unreached_depth(o.metrics, m)) is not None}
+                            for m in _measures(result, measures)})
     caption = "\n".join(notes) or None
     return fit_table(leaderboard_columns(result, measures), rows, width,
                      title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
                            f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed",
                      caption=caption, row_styles=["red" if r["status"] == "failed" else None for r in rows])
-
-
-def shallow_notes(result: SweepResult, measures) -> list[str]:
-    """One line per cutoff of the shown document measures that some config's run was too shallow for (those
-    values are shown as –)."""
-    by_cutoff: dict[int, tuple[list[str], list[int]]] = {}
-    for m in measures:
-        depths = [d for o in result.outcomes if (d := unreached_depth(o.metrics, m)) is not None]
-        if depths:
-            names, seen = by_cutoff.setdefault(document_cutoff(m), ([], []))
-            names.append(m)
-            seen.extend(depths)
-    return [f"{', '.join(names)}: – where a config's run named fewer than {k} distinct documents for some query "
-            f"(fewest {min(seen)}): not comparable; fetch deeper with retrievers[].documents: {k}"
-            for k, (names, seen) in sorted(by_cutoff.items())]
 
 
 def leaderboard_text(result: SweepResult, fmt: str, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> str:
