@@ -34,6 +34,7 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
+from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
@@ -63,6 +64,8 @@ class SweepReport:
         ``config_id, name, query_class, n, mean`` of the primary measure (unlabelled queries excluded).
     chunk_stats : polars.DataFrame or None
         ``config_id, name, stat, value`` when the store has a ``chunk_stats`` table with rows for this sweep.
+    winner_heldout : WinnerHeldOut or None
+        The winner's tuning and held-out scores on the primary measure, when the sweep has a held-out set.
     """
 
     sweep_id: str
@@ -81,6 +84,7 @@ class SweepReport:
     per_class: pl.DataFrame
     chunk_stats: pl.DataFrame | None
     mlflow_run_id: str | None
+    winner_heldout: WinnerHeldOut | None = None
 
     @property
     def best(self) -> str:
@@ -170,8 +174,10 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     if primary not in available:
         raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
-    if measures is None:
-        measures = (primary, *[m for m in leaderboard_measures(available) if m != primary and m in available])
+    held = heldout_key(primary)
+    if measures is None:  # the held-out score of every config right after the primary it was ranked on
+        measures = (primary, *([held] if held in available else []),
+                    *[m for m in leaderboard_measures(available) if m not in (primary, held) and m in available])
     unknown = [m for m in measures if m not in available]
     if unknown:
         raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
@@ -199,12 +205,28 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         "p_vs_best": pl.Float64, "worse_than_best": pl.Boolean, "wins": pl.Int64, "ties": pl.Int64,
         "losses": pl.Int64})
 
+    winner = None
+    if held in available and primary in comparisons:
+        winner = _winner_heldout(pq, comparisons[primary], held, dict(configs.select("config_id", "label")
+                                                                      .iter_rows()))
     return SweepReport(
         sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
         dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
         measures=tuple(measures), test=test, alpha=alpha, configs=configs, summary=summary,
         comparisons=comparisons, recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
-        chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"))
+        chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
+        winner_heldout=winner)
+
+
+def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[str, str]) -> WinnerHeldOut:
+    """The best config on the tuning set (``comp``) with its mean on the held-out set (NaN values excluded,
+    as for every mean of the report)."""
+    best = comp.config(comp.best)
+    values = pq.filter((pl.col("config_id") == comp.best) & (pl.col("measure") == held)
+                       & pl.col("value").is_not_nan())["value"]
+    return WinnerHeldOut(comp.best, labels.get(comp.best, comp.best), comp.measure, best.mean,
+                         float(values.mean()) if values.len() else math.nan, len(comp.configs), best.n,
+                         values.len())
 
 
 def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
@@ -341,7 +363,8 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
     rows = _display_rows(report)
     return fit_table(report_columns(report), rows, width,
                      title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
-                     caption=f"{report.headline}\n{legend(report)}",
+                     caption="\n".join([report.headline, *([report.winner_heldout.sentence()]
+                                                            if report.winner_heldout else []), legend(report)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])
 
 
@@ -376,7 +399,10 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
             Column("p vs best", "p_vs_best", number(4), numeric=True), Column("W/T/L vs best", "wtl", numeric=True)]
     cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
     tied = [report.label_of(c) for c in report.tied_with_best]
-    parts = [f"**{report.headline}**", "", to_markdown(cols, shown)]
+    parts = [f"**{report.headline}**", ""]
+    if report.winner_heldout:
+        parts += [report.winner_heldout.sentence(), ""]
+    parts.append(to_markdown(cols, shown))
     if limit is not None and len(rows) > limit:
         parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")
     parts += ["", f"**Tied with the best** ({len(tied)}): " + ("; ".join(tied) if tied else "none"), "",
@@ -625,6 +651,21 @@ def _leaderboard_html(report: SweepReport) -> list[str]:
     return parts
 
 
+def _heldout_html(report: SweepReport) -> list[str]:
+    """The winner's tuning and held-out scores side by side with the drop (only for a sweep with a held-out
+    set)."""
+    w = report.winner_heldout
+    if w is None:
+        return []
+    drop = "–" if math.isnan(w.drop) else f"{w.drop:+.4f}"
+    return [f"<h2>The winner on the held-out set</h2><table id='winner-heldout'><tr><th>config</th>"
+            f"<th class='num'>tuning {_e(w.primary)}</th><th class='num'>held-out {_e(w.primary)}</th>"
+            f"<th class='num'>drop (tuning − held-out)</th></tr><tr><td>{_e(w.label)}</td>"
+            f"<td class='num'>{_fmt(w.tuning)}<br><span class='muted'>{w.n_tuning} queries</span></td>"
+            f"<td class='num'>{_fmt(w.heldout)}<br><span class='muted'>{w.n_heldout} queries</span></td>"
+            f"<td class='num'>{drop}</td></tr></table><p class='legend'>{_e(w.sentence())}</p>"]
+
+
 def _vs_best_html(report: SweepReport) -> list[str]:
     comp = report.comparisons[report.primary]
     parts = [f"<h2>Against the best on {_e(report.primary)}</h2><p class='muted'>Each config against "
@@ -722,6 +763,7 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
              f"status {_e(report.status)} · {report.configs.height} configs · primary measure "
              f"{_e(report.primary)} · generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}</p>",
              f"<p class='headline'>{_e(report.headline)}</p>"]
+    parts += _heldout_html(report)
     parts += _leaderboard_html(report)
     parts += _vs_best_html(report)
 
