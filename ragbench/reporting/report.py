@@ -32,6 +32,7 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.measures import measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.data.questions import synthetic_warnings
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures  # noqa: F401 (re-exported)
 from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
@@ -66,6 +67,10 @@ class SweepReport:
         ``config_id, name, stat, value`` when the store has a ``chunk_stats`` table with rows for this sweep.
     winner_heldout : WinnerHeldOut or None
         The winner's tuning and held-out scores on the primary measure, when the sweep has a held-out set.
+    dataset_warnings : tuple of str
+        What the reader must know about the questions before trusting the means: synthetic questions that reuse
+        their passage's words, synthetic and real questions mixed
+        (:func:`ragbench.data.questions.synthetic_warnings` of the notes stored with the sweep).
     """
 
     sweep_id: str
@@ -85,6 +90,7 @@ class SweepReport:
     chunk_stats: pl.DataFrame | None
     mlflow_run_id: str | None
     winner_heldout: WinnerHeldOut | None = None
+    dataset_warnings: tuple[str, ...] = ()
 
     @property
     def best(self) -> str:
@@ -215,7 +221,8 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         measures=tuple(measures), test=test, alpha=alpha, configs=configs, summary=summary,
         comparisons=comparisons, recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
         chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
-        winner_heldout=winner)
+        winner_heldout=winner,
+        dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
 
 
 def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[str, str]) -> WinnerHeldOut:
@@ -364,7 +371,8 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
     return fit_table(report_columns(report), rows, width,
                      title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
                      caption="\n".join([report.headline, *([report.winner_heldout.sentence()]
-                                                            if report.winner_heldout else []), legend(report)]),
+                                                            if report.winner_heldout else []),
+                                         *(f"warning: {w}" for w in report.dataset_warnings), legend(report)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])
 
 
@@ -400,6 +408,7 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
     cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
     tied = [report.label_of(c) for c in report.tied_with_best]
     parts = [f"**{report.headline}**", ""]
+    parts += [f"> **Warning:** {w}\n" for w in report.dataset_warnings]
     if report.winner_heldout:
         parts += [report.winner_heldout.sentence(), ""]
     parts.append(to_markdown(cols, shown))
@@ -570,6 +579,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em
 color:#222;box-sizing:border-box}
 h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd} h3{font-size:1em}
 .headline{font-size:1.1em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
+.warning{background:#fff8e1;border-left:5px solid #f9a825;padding:.6em 1em}
 .legend{background:#fafafa;border:1px solid #eee;padding:.6em 1em;font-size:.9em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0;max-width:100%}
 th,td{padding:.3em .5em;border-bottom:1px solid #eee;vertical-align:top} td{overflow-wrap:anywhere}
@@ -763,6 +773,7 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
              f"status {_e(report.status)} · {report.configs.height} configs · primary measure "
              f"{_e(report.primary)} · generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}</p>",
              f"<p class='headline'>{_e(report.headline)}</p>"]
+    parts += [f"<p class='warning dataset-warning'><b>Warning:</b> {_e(w)}</p>" for w in report.dataset_warnings]
     parts += _heldout_html(report)
     parts += _leaderboard_html(report)
     parts += _vs_best_html(report)
