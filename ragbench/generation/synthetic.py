@@ -49,7 +49,8 @@ MIN_QUOTE_WORDS = 3
 
 #: The instruction and one worked example (from another domain, so its words do not leak into the questions).
 #: Quote first: small models copy a sentence more faithfully before they paraphrase it into a question (SmolLM2
-#: located 0 of 4 quotes asked question-first, 3 of 10 quote-first on the test folder; Qwen2.5-1.5B 4 of 4).
+#: located 0 of 4 quotes asked question-first, 3 of 10 quote-first on the test folder; Qwen2.5-1.5B 4 of 4 even
+#: question-first).
 INSTRUCTION = ("You copy one sentence of a documentation passage word for word, then write a question that this "
                "sentence answers. Reply with two lines: QUOTE: ... and QUESTION: ...")
 EXAMPLE = ("PASSAGE:\n## Shipping\n\nOrders placed before noon leave the warehouse on the same day. Parcels to "
