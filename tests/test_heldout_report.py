@@ -133,6 +133,9 @@ def test_promote_gates_on_the_held_out_queries_when_the_sweep_has_them(tmp_path)
     sound = check_gate(store, "s1", "sound")
     assert sound.allowed and sound.n == 12 and sound.mean_diff == pytest.approx(0.3)
     assert sound.p_value == 2 / 2**12 and "gated on the held-out set: 12 queries" in sound.evidence
+    # the command says so too, refusing before anything is registered
+    out = CliRunner().invoke(app, ["promote", "s1", "cfg-lucky", "--home", str(tmp_path)], terminal_width=400)
+    assert out.exit_code == 1 and "gated on the held-out set: 12 queries" in " ".join(out.output.split())
 
 
 def test_held_out_gate_pairs_production_from_a_sweep_that_had_no_split(tmp_path):
