@@ -141,7 +141,7 @@ def test_every_questions_problem_is_reported_at_once_with_its_line(folder):
     q = folder / "questions.csv"
     assert lines[0] == f"6 problem(s) with the questions in {q}:"
     assert lines[1] == f"{q}:1: unknown column 'clas'; did you mean 'class'? (columns: id, question, doc, " \
-                       "relevance, quote, answer, class)"
+                       "relevance, quote, answer, class, synthetic, lexical_overlap)"
     assert lines[2] == f"{q}:2: question 'Which port do clients use?': doc 'guides/instal.md' is not in the " \
                        "folder; did you mean 'guides/install.md'?"
     assert lines[3] == f"{q}:3: empty question"

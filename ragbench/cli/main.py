@@ -418,8 +418,10 @@ def datasets_list(
 
 
 from ragbench.cli.ops import register as _register_ops  # noqa: E402
+from ragbench.cli.questions import questions_app  # noqa: E402
 
 _register_ops(app)
+app.add_typer(questions_app, name="questions")
 
 if __name__ == "__main__":  # pragma: no cover
     app()

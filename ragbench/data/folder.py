@@ -132,10 +132,10 @@ def list_files(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ..
 
     A pattern without ``/`` matches file names (``*.pdf``), one with ``/`` matches the path (``drafts/**``;
     ``*`` crosses folders); hidden files and folders, Office lock files, ``questions`` and the default questions
-    files at the root (``questions.csv`` ...) are left out.
+    files at the root (``questions.csv`` ..., ``questions.synthetic.csv`` ...) are left out.
     """
     root = Path(root)
-    skip = {(root / f"questions{s}").resolve() for s in QUESTION_SUFFIXES}
+    skip = {(root / f"questions{kind}{s}").resolve() for s in QUESTION_SUFFIXES for kind in ("", ".synthetic")}
     if questions is not None:
         skip.add(Path(questions).resolve())
     out = []
@@ -279,5 +279,5 @@ def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[D
                                "spec": spec.model_dump(mode="json", exclude={"name", "path", "questions",
                                                                              "holdout"})})
     ds = Dataset(spec.name or root.name, corpus, queries, labels.qrels, spans, fingerprint,
-                 tuple(scan.warnings()) + labels.warnings)
+                 tuple(scan.warnings()) + labels.warnings, notes=labels.notes)
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed), scan

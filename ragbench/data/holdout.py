@@ -21,8 +21,23 @@ import polars as pl
 
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import stable_hash
+from ragbench.core.measures import measure_key
 
 HELDOUT_PREFIX = "heldout/"
+
+
+def heldout_key(measure: str) -> str:
+    """The stored key of ``measure`` on the held-out set: ``ndcg@10`` -> ``heldout_ndcg_at_10`` (idempotent)."""
+    key = measure_key(measure)
+    return key if key.startswith(measure_key(HELDOUT_PREFIX)) else measure_key(HELDOUT_PREFIX + key)
+
+
+def spec_holdout(spec: dict) -> tuple[float, int] | None:
+    """``(share, seed)`` of a sweep's stored spec (``sweeps.spec_json``: ``dataset.holdout``, ``dataset.seed``), or
+    None when the sweep had no held-out set (``holdout`` is dumped only when set)."""
+    dataset = (spec or {}).get("dataset") or {}
+    share = dataset.get("holdout")
+    return (float(share), int(dataset.get("seed") or 0)) if share else None
 
 
 @dataclass(frozen=True)

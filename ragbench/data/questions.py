@@ -11,7 +11,14 @@ mappings, or ``{questions: [...]}``). Columns (keys):
 ``quote``      one or more passages quoted from the documents: located in the converted text -> a span
 ``answer``     one or more answer strings (answer-in-context and end-to-end accuracy)
 ``class``      a query class (the per-class breakdown)
+``synthetic``  ``true`` for a question an LLM wrote (``ragbench questions generate``); default ``false``
+``lexical_overlap``  share of a synthetic question's content words found in its source passage (0 to 1)
 =============  =======================================================================================
+
+**Synthetic questions** are never averaged with real ones silently: when a file has any, every question's class
+is its origin, ``synthetic`` or ``real`` (``synthetic/<class>`` when the row names a class too), so the per-class
+breakdown keeps them apart; :attr:`Labels.notes` counts both and the mean overlap, and a warning says when
+synthetic questions reuse most of their passage's words (mean overlap above :data:`HIGH_OVERLAP`).
 
 In CSV several values go in one cell separated by ``|`` (``\\|`` is a literal bar); JSONL and YAML take lists.
 A file with a BOM or CRLF line ends reads as any other.
@@ -48,7 +55,10 @@ from ragbench.core.hashing import stable_hash
 from ragbench.core.schemas import QRELS_SCHEMA, QUERY_SCHEMA
 from ragbench.data.dataset import validate_spans
 
-COLUMNS = ("id", "question", "doc", "relevance", "quote", "answer", "class")
+COLUMNS = ("id", "question", "doc", "relevance", "quote", "answer", "class", "synthetic", "lexical_overlap")
+#: mean lexical overlap of synthetic questions above which they are flagged: most words come from the passage
+HIGH_OVERLAP = 0.5
+_TRUE, _FALSE = {"true", "1", "yes", "y"}, {"false", "0", "no", "n", ""}
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".yaml", ".yml")
 #: the template ``ragbench datasets init`` writes, in this column order
 TEMPLATE_COLUMNS = ("question", "doc", "quote", "answer", "class")
@@ -131,6 +141,8 @@ class Question:
     quotes: list[str] = field(default_factory=list)
     answers: list[str] = field(default_factory=list)
     qclass: str | None = None
+    synthetic: bool = False
+    lexical_overlap: float | None = None
 
 
 def find_questions_file(root: Path) -> Path | None:
@@ -179,6 +191,19 @@ def _question(line: int, obj: dict, split: bool, problems: list[str], where: str
             q.qclass = str(value).strip() if value not in (None, "") else None
         elif col == "relevance":
             q.relevance = _values(value, split)
+        elif col == "synthetic":
+            flag = str(value).strip().lower() if value is not None else ""
+            if flag not in _TRUE | _FALSE:
+                problems.append(f"{where}: synthetic {value!r} is not true or false")
+            q.synthetic = flag in _TRUE
+        elif col == "lexical_overlap":
+            if value not in (None, ""):
+                try:
+                    q.lexical_overlap = float(value)
+                    if not 0 <= q.lexical_overlap <= 1:
+                        raise ValueError
+                except (TypeError, ValueError):
+                    problems.append(f"{where}: lexical_overlap {value!r} is not a number from 0 to 1")
         else:
             setattr(q, {"doc": "docs", "quote": "quotes", "answer": "answers"}[col], _values(value, split))
     return q
@@ -295,6 +320,33 @@ class Labels:
     spans: pl.DataFrame
     warnings: tuple[str, ...]
     lines: dict[str, int]  # query id -> line in the questions file
+    notes: dict = field(default_factory=dict)  # synthetic_questions, real_questions, synthetic_lexical_overlap
+
+
+def origin_notes(questions: list[Question]) -> dict:
+    """``{synthetic_questions, real_questions, synthetic_lexical_overlap}`` (the mean over the synthetic questions
+    that carry an overlap, None when none does); ``{}`` when no question is synthetic."""
+    synthetic = [q for q in questions if q.synthetic]
+    if not synthetic:
+        return {}
+    overlaps = [q.lexical_overlap for q in synthetic if q.lexical_overlap is not None]
+    return {"synthetic_questions": len(synthetic), "real_questions": len(questions) - len(synthetic),
+            "synthetic_lexical_overlap": sum(overlaps) / len(overlaps) if overlaps else None}
+
+
+def synthetic_warnings(notes: dict) -> list[str]:
+    """What a report says about synthetic questions (see :func:`origin_notes`): their overlap with the source when
+    above :data:`HIGH_OVERLAP`, and that a dataset mixing them with real questions is split by origin."""
+    out = []
+    overlap = notes.get("synthetic_lexical_overlap")
+    if overlap is not None and overlap > HIGH_OVERLAP:
+        out.append(f"synthetic questions share {overlap:.0%} of their words with their source passage: this "
+                   "inflates BM25 and hides the vocabulary gap real users have")
+    if notes.get("synthetic_questions") and notes.get("real_questions"):
+        out.append(f"the questions mix {notes['synthetic_questions']} synthetic and {notes['real_questions']} real "
+                   "ones: overall means average both; the per-class breakdown keeps them apart (classes synthetic "
+                   "and real)")
+    return out
 
 
 def _norm_doc(path: str) -> str:
@@ -361,6 +413,15 @@ class _Corpus:
         return out
 
 
+def locate_quote(quote: str, doc_text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` in ``doc_text`` of every occurrence of ``quote``, found as the loader finds quotes
+    (normalised both sides, quotation marks around it dropped, word boundaries); one hit = a quote that labels."""
+    norm, _ = normalize(quote.strip(_QUOTE_MARKS))
+    if not norm:
+        return []
+    return [(s, e) for _, s, e in _Corpus({"doc": doc_text}).locate(norm, ["doc"])]
+
+
 def _where_in(doc_text: str, start: int) -> str:
     return f"line {doc_text.count(chr(10), 0, start) + 1}"
 
@@ -397,6 +458,7 @@ def label_questions(path: Path, questions: list[Question], docs: dict[str, str],
     seen_text: dict[str, int] = {}
     seen_id: dict[str, int] = {}
     query_rows, qrels, span_rows, lines = [], {}, [], {}
+    by_origin = any(q.synthetic for q in questions)  # then every class says where the question came from
     for q in questions:
         where = f"{path}:{q.line}"
         if not q.question:
@@ -460,16 +522,22 @@ def label_questions(path: Path, questions: list[Question], docs: dict[str, str],
             g = grade_of.get(d, default)
             qrels[(qid, d)] = max(g, qrels.get((qid, d), 0))
             span_rows.append((qid, d, s, e, max(g, 1), where))
-        query_rows.append((qid, q.question, q.qclass, q.answers))
+        qclass = q.qclass
+        if by_origin:
+            origin = "synthetic" if q.synthetic else "real"
+            qclass = f"{origin}/{qclass}" if qclass else origin
+        query_rows.append((qid, q.question, qclass, q.answers))
     if not query_rows and not problems:
         problems.append(f"{path}: no questions")
     if problems:
         raise DatasetError(f"{len(problems)} problem(s) with the questions in {path}:\n" + "\n".join(problems))
     spans, warnings = validate_spans(span_rows, {d: len(t) for d, t in docs.items()}, str(path))
+    notes = origin_notes([q for q in questions if q.question])
+    warnings = [*warnings, *(f"{path}: {w}" for w in synthetic_warnings(notes))]
     return Labels(
         queries=pl.DataFrame(query_rows, schema=QUERY_SCHEMA, orient="row"),
         qrels=pl.DataFrame([(q, d, r) for (q, d), r in qrels.items()], schema=QRELS_SCHEMA, orient="row"),
-        spans=spans, warnings=tuple(warnings), lines=lines)
+        spans=spans, warnings=tuple(warnings), lines=lines, notes=notes)
 
 
 # ---------------------------------------------------------------- the template

@@ -11,6 +11,12 @@ A candidate config of a finished sweep is promoted only if
   sweep if it evaluated the production config, otherwise from the newest finished sweep on the same fingerprint
   that did (paired by ``query_id``). If production was never evaluated on that data, the gate refuses: there is no
   evidence. The paired t-test p-value is reported alongside.
+
+  **When the candidate's sweep has a held-out set** (``dataset.holdout`` in its stored spec), the pairs are its
+  held-out queries only: the candidate's ``heldout_<primary>`` values against production's values on the same
+  queries (production's ``heldout_<primary>`` or, from a sweep with another split or none, its ``<primary>``: a
+  per-query value does not depend on the split). The tuning queries chose the candidate, so its lead there is
+  optimistic (the winner's curse); the evidence says the gate used the held-out set and how many queries.
 * **there is none yet** (first promotion): the candidate is the best config of its sweep or tied with it
   (:func:`ragbench.evaluation.stats.compare_configs`, Holm-adjusted p >= alpha against the best).
 * or ``force=True`` with a non-empty ``reason`` (recorded with the promotion).
@@ -52,6 +58,7 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.measures import MeasureMap, measure_key
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.data.holdout import heldout_key, spec_holdout
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary
@@ -206,7 +213,19 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
                             f"{live.dataset_fingerprint}); run a sweep on this dataset that includes it",
                             primary, cand_mean, live.name)
     _refuse_shallow(store, base_sweep, live.config_id, f"production {live.name}", primary)
-    base = store.measure_values(base_sweep, live.config_id, primary)
+    split = spec_holdout(store.sweep_spec(sweep_id))
+    gated_on, held_note = primary, ""
+    if split is not None:  # judge on the queries the choice never saw
+        gated_on = heldout_key(primary)
+        cand = store.measure_values(sweep_id, config_id, gated_on)
+        if cand.is_empty():
+            raise RagbenchError(f"sweep {sweep_id} has a held-out set (dataset.holdout {split[0]:g}) but config "
+                                f"{name} has no {gated_on} values; re-run the sweep")
+        cand_mean = float(np.nanmean(cand["value"].to_numpy())) if cand["value"].is_not_nan().any() else math.nan
+        base = pl.concat([store.measure_values(base_sweep, live.config_id, gated_on),
+                          store.measure_values(base_sweep, live.config_id, primary)]).unique("query_id", keep="first")
+    else:
+        base = store.measure_values(base_sweep, live.config_id, primary)
     paired = cand.join(base, on="query_id", how="inner", suffix="_prod").sort("query_id")
     a, b = paired["value"].to_numpy(), paired["value_prod"].to_numpy()
     rand = paired_randomization_test(a, b, n_resamples=n_resamples, seed=seed)
@@ -215,15 +234,18 @@ def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: st
     base_mean = float(b[keep].mean()) if keep.any() else math.nan
     cand_paired = float(a[keep].mean()) if keep.any() else math.nan
     where = "this sweep" if base_sweep == sweep_id else f"sweep {base_sweep}"
-    facts = (f"{name} vs production {live.name} on {primary} over {rand.n} paired queries of dataset {fp} "
+    if split is not None:
+        held_note = (f"gated on the held-out set: {rand.n} queries never used to rank the configs (dataset.holdout "
+                     f"{split[0]:g}, seed {split[1]}); ")
+    facts = (f"{held_note}{name} vs production {live.name} on {gated_on} over {rand.n} paired queries of dataset {fp} "
              f"(production values from {where}): {cand_paired:.4f} vs {base_mean:.4f}, mean difference "
              f"{rand.mean_diff:+.4f}; paired randomization p-value = {_fmt_p(rand.p_value)} (t-test p-value = "
              f"{_fmt_p(t.p_value)})")
     ok = rand.n > 0 and rand.mean_diff > 0 and rand.p_value < alpha
     verdict = (f"significantly better (p < {alpha:g})" if ok else
                f"not significantly better: promotion needs a positive difference with p < {alpha:g}")
-    return GateDecision(ok, f"{facts}: {verdict}", primary, cand_mean, live.name, base_mean, rand.mean_diff, rand.n,
-                        rand.p_value, t.p_value)
+    return GateDecision(ok, f"{facts}: {verdict}", gated_on, cand_mean, live.name, base_mean, rand.mean_diff,
+                        rand.n, rand.p_value, t.p_value)
 
 
 # ---------------------------------------------------------------- aliases

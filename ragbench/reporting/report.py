@@ -32,9 +32,11 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.measures import MeasureMap, measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.data.questions import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
+from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
@@ -68,6 +70,12 @@ class SweepReport:
         Document measure -> ``{config_id: documents reached}`` of the configs left out of its comparison: their
         run named fewer distinct documents than the measure's cutoff for some query
         (:func:`ragbench.evaluation.metrics.unreached_depth`), so their value was computed on a shallower list.
+    winner_heldout : WinnerHeldOut or None
+        The winner's tuning and held-out scores on the primary measure, when the sweep has a held-out set.
+    dataset_warnings : tuple of str
+        What the reader must know about the questions before trusting the means: synthetic questions that reuse
+        their passage's words, synthetic and real questions mixed
+        (:func:`ragbench.data.questions.synthetic_warnings` of the notes stored with the sweep).
     """
 
     sweep_id: str
@@ -87,6 +95,8 @@ class SweepReport:
     chunk_stats: pl.DataFrame | None
     mlflow_run_id: str | None
     shallow: dict[str, dict[str, int]] = field(default_factory=dict)
+    winner_heldout: WinnerHeldOut | None = None
+    dataset_warnings: tuple[str, ...] = ()
 
     @property
     def best(self) -> str:
@@ -176,8 +186,10 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     if primary not in available:
         raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
-    if measures is None:
-        measures = (primary, *[m for m in leaderboard_measures(available) if m != primary and m in available])
+    held = heldout_key(primary)
+    if measures is None:  # the held-out score of every config right after the primary it was ranked on
+        measures = (primary, *([held] if held in available else []),
+                    *[m for m in leaderboard_measures(available) if m not in (primary, held) and m in available])
     unknown = [m for m in measures if m not in available]
     if unknown:
         raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
@@ -216,13 +228,30 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         "p_vs_best": pl.Float64, "worse_than_best": pl.Boolean, "wins": pl.Int64, "ties": pl.Int64,
         "losses": pl.Int64})
 
+    winner = None
+    if held in available and primary in comparisons:
+        winner = _winner_heldout(pq, comparisons[primary], held, dict(configs.select("config_id", "label")
+                                                                      .iter_rows()))
     return SweepReport(
         sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
         dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
         measures=tuple(m for m in measures if m in comparisons), test=test, alpha=alpha, configs=configs,
         summary=summary, shallow=shallow,
         comparisons=comparisons, recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
-        chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"))
+        chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
+        winner_heldout=winner,
+        dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
+
+
+def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[str, str]) -> WinnerHeldOut:
+    """The best config on the tuning set (``comp``) with its mean on the held-out set (NaN values excluded,
+    as for every mean of the report)."""
+    best = comp.config(comp.best)
+    values = pq.filter((pl.col("config_id") == comp.best) & (pl.col("measure") == held)
+                       & pl.col("value").is_not_nan())["value"]
+    return WinnerHeldOut(comp.best, labels.get(comp.best, comp.best), comp.measure, best.mean,
+                         float(values.mean()) if values.len() else math.nan, len(comp.configs), best.n,
+                         values.len())
 
 
 def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
@@ -365,7 +394,9 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
     rows = _display_rows(report)
     return fit_table(report_columns(report), rows, width,
                      title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
-                     caption=f"{report.headline}\n{legend(report)}",
+                     caption="\n".join([report.headline, *([report.winner_heldout.sentence()]
+                                                            if report.winner_heldout else []),
+                                         *(f"warning: {w}" for w in report.dataset_warnings), legend(report)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])
 
 
@@ -400,7 +431,11 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
             Column("p vs best", "p_vs_best", number(4), numeric=True), Column("W/T/L vs best", "wtl", numeric=True)]
     cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
     tied = [report.label_of(c) for c in report.tied_with_best]
-    parts = [f"**{report.headline}**", "", to_markdown(cols, shown)]
+    parts = [f"**{report.headline}**", ""]
+    parts += [f"> **Warning:** {w}\n" for w in report.dataset_warnings]
+    if report.winner_heldout:
+        parts += [report.winner_heldout.sentence(), ""]
+    parts.append(to_markdown(cols, shown))
     if limit is not None and len(rows) > limit:
         parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")
     parts += ["", f"**Tied with the best** ({len(tied)}): " + ("; ".join(tied) if tied else "none"), "",
@@ -568,6 +603,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em
 color:#222;box-sizing:border-box}
 h1{font-size:1.4em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd} h3{font-size:1em}
 .headline{font-size:1.1em;background:#f1f8e9;border-left:5px solid #2e7d32;padding:.8em 1em}
+.warning{background:#fff8e1;border-left:5px solid #f9a825;padding:.6em 1em}
 .legend{background:#fafafa;border:1px solid #eee;padding:.6em 1em;font-size:.9em}
 table{border-collapse:collapse;font-size:.85em;margin:.5em 0;max-width:100%}
 th,td{padding:.3em .5em;border-bottom:1px solid #eee;vertical-align:top} td{overflow-wrap:anywhere}
@@ -647,6 +683,21 @@ def _leaderboard_html(report: SweepReport) -> list[str]:
                  f"queries. W/T/L: queries where the config beats / ties / loses to the best on "
                  f"{_e(report.primary)}. #: the rank `ragbench explain` and `ragbench promote` accept.</p>")
     return parts
+
+
+def _heldout_html(report: SweepReport) -> list[str]:
+    """The winner's tuning and held-out scores side by side with the drop (only for a sweep with a held-out
+    set)."""
+    w = report.winner_heldout
+    if w is None:
+        return []
+    drop = "–" if math.isnan(w.drop) else f"{w.drop:+.4f}"
+    return [f"<h2>The winner on the held-out set</h2><table id='winner-heldout'><tr><th>config</th>"
+            f"<th class='num'>tuning {_e(w.primary)}</th><th class='num'>held-out {_e(w.primary)}</th>"
+            f"<th class='num'>drop (tuning − held-out)</th></tr><tr><td>{_e(w.label)}</td>"
+            f"<td class='num'>{_fmt(w.tuning)}<br><span class='muted'>{w.n_tuning} queries</span></td>"
+            f"<td class='num'>{_fmt(w.heldout)}<br><span class='muted'>{w.n_heldout} queries</span></td>"
+            f"<td class='num'>{drop}</td></tr></table><p class='legend'>{_e(w.sentence())}</p>"]
 
 
 def _vs_best_html(report: SweepReport) -> list[str]:
@@ -746,6 +797,8 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
              f"status {_e(report.status)} · {report.configs.height} configs · primary measure "
              f"{_e(report.primary)} · generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}</p>",
              f"<p class='headline'>{_e(report.headline)}</p>"]
+    parts += [f"<p class='warning dataset-warning'><b>Warning:</b> {_e(w)}</p>" for w in report.dataset_warnings]
+    parts += _heldout_html(report)
     parts += _leaderboard_html(report)
     parts += _vs_best_html(report)
 

@@ -15,6 +15,7 @@ from ragbench.config.labels import ConfigLabels
 from ragbench.evaluation.metrics import unreached_depth
 from ragbench.generation.answering import VERDICTS
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes
+from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 
@@ -47,7 +48,20 @@ def ranked(outcomes: list[ConfigOutcome], primary: str) -> list[tuple[int | None
 def _measures(result: SweepResult, measures: tuple[str, ...]) -> tuple[str, ...]:
     present = {k for o in result.outcomes for k in o.metrics}
     chosen = tuple(result.show) if result.show else leaderboard_measures(present, measures)
-    return (result.primary, *[m for m in chosen if m != result.primary])
+    held = heldout_key(result.primary)  # a sweep with a held-out set: every config's held-out score beside
+    held = (held,) if held in present else ()
+    return (result.primary, *held, *[m for m in chosen if m != result.primary and m not in held])
+
+
+def winner_heldout(result: SweepResult) -> WinnerHeldOut | None:
+    """The winner (rank 1 on the tuning set) with its held-out score, when the sweep has a held-out set."""
+    held = heldout_key(result.primary)
+    board = [(r, o) for r, o in ranked(result.outcomes, result.primary) if r is not None]
+    if not board or held not in board[0][1].metrics:
+        return None
+    o = board[0][1]
+    return WinnerHeldOut(o.config_id, ConfigLabels.from_stored(o.spec, o.name).text, result.primary,
+                         o.metrics[result.primary], o.metrics[held], len(board), o.n_queries - o.n_unlabelled)
 
 
 def leaderboard_rows(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> list[dict]:
@@ -99,6 +113,8 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
     notes += shallow_notes({m: {o.config_id: d for o in result.outcomes
                                 if (d := unreached_depth(o.metrics, m)) is not None}
                             for m in _measures(result, measures)})
+    winner = winner_heldout(result)
+    notes += [winner.sentence()] if winner else []
     caption = "\n".join(notes) or None
     return fit_table(leaderboard_columns(result, measures), rows, width,
                      title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
@@ -112,7 +128,10 @@ def leaderboard_text(result: SweepResult, fmt: str, measures: tuple[str, ...] = 
         return "\n".join(json_lines(result))
     rows, cols = leaderboard_rows(result, measures), leaderboard_columns(result, measures)
     cols = [Column("config_id", "config_id"), *cols] if fmt == "csv" else cols
-    return to_csv(cols, rows) if fmt == "csv" else to_markdown(cols, rows)
+    if fmt == "csv":
+        return to_csv(cols, rows)
+    winner = winner_heldout(result)
+    return to_markdown(cols, rows) + (f"\n\n{winner.sentence()}" if winner else "")
 
 
 def json_lines(result: SweepResult) -> list[str]:

@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS promotions (
     rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
+ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;
 ALTER TABLE configs ADD COLUMN IF NOT EXISTS eval_key VARCHAR;
 ALTER TABLE configs ADD COLUMN IF NOT EXISTS reused_from VARCHAR;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
@@ -188,8 +189,12 @@ class ResultStore:
         return rows[0][0] if rows else None
 
     def begin_sweep(self, sweep_id: str, name: str, spec_hash: str, spec: dict, dataset_name: str,
-                    dataset_fingerprint: str, experiment: str | None = None) -> None:
+                    dataset_fingerprint: str, experiment: str | None = None,
+                    dataset_notes: dict | None = None) -> None:
         """Record a new sweep as ``running`` (a no-op if the id exists).
+
+        ``dataset_notes``: facts about the questions the report needs (:attr:`ragbench.data.Dataset.notes`, e.g.
+        synthetic vs real counts), stored as JSON (NULL when empty).
 
         ``experiment`` is the MLflow experiment the sweep logs to, so ``sync-mlflow`` uploads into the same one
         later (NULL in rows written before the column existed).
@@ -197,10 +202,10 @@ class ResultStore:
         with self.connect() as con:
             con.execute(
                 "INSERT INTO sweeps (sweep_id, name, spec_hash, spec_json, dataset_name, dataset_fingerprint, "
-                "status, started_at, finished_at, mlflow_run_id, experiment) "
-                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL, ?) ON CONFLICT DO NOTHING",
+                "status, started_at, finished_at, mlflow_run_id, experiment, dataset_notes) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'running', ?, NULL, NULL, ?, ?) ON CONFLICT DO NOTHING",
                 [sweep_id, name, spec_hash, json.dumps(redact_obj(spec), sort_keys=True), dataset_name, dataset_fingerprint,
-                 _now(), experiment])
+                 _now(), experiment, json.dumps(dataset_notes, sort_keys=True) if dataset_notes else None])
 
     def set_sweep_mlflow_run(self, sweep_id: str, run_id: str | None) -> None:
         """Remember the sweep's MLflow parent run."""

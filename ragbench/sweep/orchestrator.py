@@ -143,7 +143,8 @@ class _Sweep:
                 n += 1
                 sweep_id = f"{base}-{n}"
             store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
-                              experiment=experiment_name(cfg) if cfg.output.mlflow else None)
+                              experiment=experiment_name(cfg) if cfg.output.mlflow else None,
+                              dataset_notes=ds.notes)
         self.sweep_id = sweep_id
         getattr(self.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the Prefect run
         self.eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
