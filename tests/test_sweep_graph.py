@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -33,7 +34,7 @@ state = sweep_flow(sys.argv[1], home=sys.argv[2], publish=False, return_state=Tr
 result = state.result()
 with get_client(sync_client=True) as client:
     run = client.read_flow_run(state.state_details.flow_run_id)
-    tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])), limit=500)
+    tasks = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run.id])), limit=200)
 print("GRAPH " + json.dumps({"sweep_id": result.sweep_id, "flow_state": run.state.type.value, "tasks": [
     {"id": str(t.id), "name": t.name, "state": t.state.type.value, "state_name": t.state.name,
      "start": t.start_time.timestamp() if t.start_time else None,
@@ -93,11 +94,19 @@ output: {{mlflow: false}}
             assert not any("broken" in name or "bm25" in name.lower() for name in upstream)  # other branches
             record = by_name[f"record {chunker} | static-retrieval-m2v | {retriever}"]
             assert dense["id"] in record["upstream"] and record["state"] == "COMPLETED"
-            # the broken model's branch stops at its embedding: downstream tasks never ran
-            assert by_name[f"evaluate {chunker} | broken-model | {retriever}"]["state_name"] == "NotReady"
         assert by_name[f"embed {chunker} × broken-model"]["state"] == "FAILED"
         index = by_name[f"index {chunker} × static-retrieval-m2v"]
+        assert index["state"] == "COMPLETED"
         assert by_name[f"embed {chunker} × static-retrieval-m2v"]["id"] in index["upstream"]
+
+    # the broken model's branch stops at its embedding: its index, evaluate and record tasks never ran (Prefect
+    # leaves those given a failed future unnamed: a task run's name is rendered only once its inputs resolve)
+    not_ready = sorted(re.split(r"[ -]", t["name"], maxsplit=1)[0] for t in tasks if t["state_name"] == "NotReady")
+    assert not_ready == ["evaluate"] * 4 + ["index"] * 2 + ["record"] * 4
+    failed = sorted(t["name"] for t in tasks if t["state"] == "FAILED")
+    assert failed == ["embed queries × broken-model", "embed recursive 128 tok, overlap 0 × broken-model",
+                      "embed whole document × broken-model"]
+    assert sum(t["state"] == "COMPLETED" for t in tasks) == len(tasks) - len(not_ready) - len(failed) == 20
 
     ran = [t for t in tasks if t["start"] is not None and t["end"] is not None]
     overlapping = [(a["name"], b["name"]) for i, a in enumerate(ran) for b in ran[i + 1:]
