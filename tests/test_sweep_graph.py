@@ -108,8 +108,11 @@ output: {{mlflow: false}}
                       "embed whole document × broken-model"]
     assert sum(t["state"] == "COMPLETED" for t in tasks) == len(tasks) - len(not_ready) - len(failed) == 20
 
-    ran = [t for t in tasks if t["start"] is not None and t["end"] is not None]
-    overlapping = [(a["name"], b["name"]) for i, a in enumerate(ran) for b in ran[i + 1:]
+    # independent branches at once: two tasks running at the same time, among those that hold no slot or lock (an
+    # embedding waiting for the model slot, or a record for the store, counts as running in Prefect)
+    free = [t for t in tasks if t["start"] is not None and t["end"] is not None
+            and t["name"].split(" ", 1)[0] in ("chunk", "index", "evaluate")]
+    overlapping = [(a["name"], b["name"]) for i, a in enumerate(free) for b in free[i + 1:]
                    if a["start"] < b["end"] and b["start"] < a["end"]]
     assert overlapping, "no two tasks ran at the same time"
 
