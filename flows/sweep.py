@@ -23,6 +23,7 @@ configure_prefect()
 
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ragbench.config import load_config  # noqa: E402
 from ragbench.core.progress import console, log  # noqa: E402
@@ -31,6 +32,7 @@ from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.core.workers import DaskWorkers  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
 from ragbench.sweep import Published, publish_sweep, run_sweep, sweep_settings  # noqa: E402
+from ragbench.sweep.runner import UpstreamFailed  # noqa: E402
 
 
 def _retry_transient(task_, task_run, state) -> bool:
@@ -42,15 +44,34 @@ def _retry_transient(task_, task_run, state) -> bool:
     return False
 
 
+#: Worker threads of a sweep's flow. A submitted task holds a thread from the moment it is taken, also while it
+#: waits for its upstream tasks or for the model slot, so there are more threads than cores; what actually
+#: computes is bounded by the library (one neural model at a time: ragbench.sweep.orchestrator.MODEL_SLOTS) and
+#: by the GIL for the pure-Python stages.
+SWEEP_TASK_THREADS = 4
+
+
 class PrefectStageRunner:
     """Runs each library stage as a Prefect task named after what it does (the library's own content-addressed
-    cache does the caching), and names the flow run after the sweep id once the sweep knows it."""
+    cache does the caching), and names the flow run after the sweep id once the sweep knows it.
+
+    :meth:`submit` hands the task to the flow's task runner and returns at once; futures passed as arguments or in
+    ``wait_for`` become the task run's upstream dependencies (its ``task_inputs``: the edges of the UI's graph)."""
+
+    @staticmethod
+    def _task(name, fn):
+        return task(fn, name=name.split(" ", 1)[0], task_run_name=lambda: name, retries=2,
+                    retry_delay_seconds=[5, 30], retry_condition_fn=_retry_transient, cache_policy=NO_CACHE,
+                    persist_result=False)
 
     def run(self, name, fn, /, *args, **kwargs):
-        stage = task(fn, name=name.split(" ", 1)[0], task_run_name=lambda: name, retries=2,
-                     retry_delay_seconds=[5, 30], retry_condition_fn=_retry_transient, cache_policy=NO_CACHE,
-                     persist_result=False)
-        return stage(*args, **kwargs)
+        return self._task(name, fn)(*args, **kwargs)
+
+    def submit(self, name, fn, /, *args, wait_for=(), **kwargs):
+        args = tuple(a.future if isinstance(a, _Stage) else a for a in args)
+        kwargs = {k: v.future if isinstance(v, _Stage) else v for k, v in kwargs.items()}
+        wait_for = [w.future if isinstance(w, _Stage) else w for w in wait_for]
+        return _Stage(self._task(name, fn).submit(*args, wait_for=wait_for or None, **kwargs))
 
     def sweep_started(self, sweep_id: str, sweep_name: str) -> None:
         """Rename the flow run to the sweep id (a resumed sweep keeps its id) and say where to watch it."""
@@ -65,6 +86,23 @@ class PrefectStageRunner:
         url = flow_run.ui_url
         if url:
             console.print(f"Prefect flow run {sweep_id}: {url}", highlight=False)
+
+
+class _Stage:
+    """A submitted task's future; a task that never ran because an upstream task failed (Prefect leaves it
+    ``Pending``/``NotReady``) raises the library's :class:`~ragbench.sweep.runner.UpstreamFailed`."""
+
+    def __init__(self, future):
+        self.future = future
+
+    def result(self):
+        try:
+            return self.future.result()
+        except Exception as e:
+            state = self.future.state
+            if state.is_pending() or state.name == "NotReady":
+                raise UpstreamFailed(f"{self.future.task_run_id}: not run, a task it depends on failed") from e
+            raise
 
 
 def _flow_run_name() -> str:
@@ -132,7 +170,8 @@ def publish_artifacts(published: Published) -> int:
     return n
 
 
-@flow(name="ragbench-sweep", flow_run_name=_flow_run_name, log_prints=True)
+@flow(name="ragbench-sweep", flow_run_name=_flow_run_name, log_prints=True,
+      task_runner=ThreadPoolTaskRunner(max_workers=SWEEP_TASK_THREADS))
 def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, fresh: bool = False,
                workers=None) -> SweepResult:
     """Run (or resume) the sweep described by ``config_path``, then publish its report and artifacts (``fresh``:

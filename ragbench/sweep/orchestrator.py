@@ -1,15 +1,19 @@
 """The sweep: every stage wired in order, resumable, one config's failure isolated from the others.
 
-This is plain Python. ``flows/sweep.py`` runs the same wiring with each stage as a Prefect task by passing a
-:class:`~ragbench.sweep.runner.StageRunner` that wraps stages in tasks; nothing here imports Prefect.
+This is plain Python. The sweep is a graph of stages (see :meth:`_Sweep._run_graph`) submitted to a
+:class:`~ragbench.sweep.runner.StageRunner`: the :class:`~ragbench.sweep.runner.LocalRunner` runs each stage at once,
+in order; ``flows/sweep.py`` passes one that submits each stage as a Prefect task with its upstream futures, so
+independent branches run at once. Nothing here imports Prefect.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
+import threading
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,11 +49,17 @@ from ragbench.results.tracking import open_tracker, sweep_params
 from ragbench.retrieval import RetrievalResources
 from ragbench.sweep.evaluate import EVALUATION_VERSION, evaluate_config, evaluation_key
 from ragbench.sweep.plan import ChunkerPlan, ConfigInputs, EvaluationSpec
-from ragbench.sweep.runner import LocalRunner, StageRunner
+from ragbench.sweep.runner import Finished, LocalRunner, StageFuture, StageRunner, UpstreamFailed, submit
 from ragbench.sweep.stages import chunk_stage, context_tokenizer, embed_documents_stage, preflight
 
 #: warn when an embedder's window hides more than this share of the chunks' tokens
 WINDOW_WARN_SHARE = 0.05
+
+#: How many stages may run a neural model at once in one sweep process: embedding documents or queries, and
+#: evaluating a config that reranks. One: torch already spreads one model over every core (intra-op threads), so
+#: a second copy would only fight the first for the same cores and double the memory. Other stages (chunking,
+#: BM25, indexing, judging, recording) run beside it as far as the runner's worker limit allows.
+MODEL_SLOTS = 1
 
 
 def sweep_settings(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> Settings:
@@ -87,12 +97,13 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: Sta
     home = settings.ensure_home()
     configure_revision_memo(home / "cache" / "revisions.json")
     runner = runner or LocalRunner()
-    ds: Dataset = runner.run("load-dataset", load_dataset, cfg.dataset, home / "cache")
+    loaded = submit(runner, "load-dataset", load_dataset, cfg.dataset, home / "cache")
+    ds: Dataset = loaded.result()
     qc = cfg.query_classes
     ds = replace(ds, queries=assign_classes(ds.queries, qc.rules, qc.default, qc.override).select(ds.queries.columns))
     spec_hash = stable_hash(cfg.canonical())
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
-        return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast, fresh, workers).run()
+        return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast, fresh, workers, loaded).run()
 
 
 class _Sweep:
@@ -100,8 +111,10 @@ class _Sweep:
     built lazily, once, and shared by every config that needs them."""
 
     def __init__(self, cfg: SweepConfig, ds: Dataset, settings: Settings, runner: StageRunner, spec_hash: str,
-                 fail_fast: bool, fresh: bool = False, workers: Workers | None = None):
+                 fail_fast: bool, fresh: bool = False, workers: Workers | None = None,
+                 loaded: StageFuture | None = None):
         self.cfg, self.ds, self.settings, self.runner, self.fail_fast = cfg, ds, settings, runner, fail_fast
+        self.loaded = loaded if loaded is not None else Finished(ds)  # the load stage: upstream of every chunk
         self.fresh, self.workers = fresh, workers
         self.home = Path(settings.home)
         self.spec_hash = spec_hash
@@ -116,6 +129,11 @@ class _Sweep:
         gen = cfg.generation
         self.generator = Generator(gen, settings) if gen is not None and gen.enabled else None
         self.best: tuple[float, RunConfig, pl.DataFrame, pl.DataFrame] | None = None  # for the k sweep
+        self._best_position = 0
+        self._plans: dict[int, tuple[ChunkerPlan, threading.Lock]] = {}
+        self._plans_lock = threading.Lock()
+        self._record_lock = threading.RLock()  # DuckDB then MLflow, one config at a time
+        self.model_slot = threading.BoundedSemaphore(MODEL_SLOTS)
         self.tracker = None
         self.parent_run: str | None = None
 
@@ -167,10 +185,7 @@ class _Sweep:
                     for c in configs if c.config_id in stored]
         todo = [c for c in configs if c.config_id not in stored]
         with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
-            for chunker in cfg.chunkers:
-                mine = [c for c in todo if c.chunker == chunker]
-                if mine:
-                    outcomes += self._run_chunker(chunker, mine, advance)
+            outcomes += self._run_graph(todo, advance)
 
         outcomes = self._with_stored_metrics(outcomes)
         for o in outcomes:
@@ -215,91 +230,174 @@ class _Sweep:
         except Exception as e:
             log.warning("MLflow: could not close the sweep run: %s", e)
 
-    # ------------------------------------------------------------ per chunker
-    def _run_chunker(self, chunker, configs: list[RunConfig], advance) -> list[ConfigOutcome]:
-        try:
-            chunks = self.runner.run(f"chunk {chunker.name or chunker.explain()}", chunk_stage, self.ds, chunker,
-                                     self.chunk_cache)
-        except Exception as e:
-            if self.fail_fast:
-                raise
-            advance(len(configs))
-            return [self._failed(c, e) for c in configs]
-        plan = ChunkerPlan(chunks)
+    # ------------------------------------------------------------ the graph
+    def _run_graph(self, configs: list[RunConfig], advance) -> list[ConfigOutcome]:
+        """Submit every stage of ``configs`` as one graph, then collect each config's outcome in config order.
+
+        load → chunk (per chunker) → embed (per chunker × embedder; queries once per embedder) → index →
+        evaluate (per config) → record. A stage gets its upstream futures as arguments or in ``wait_for``, so a
+        runner that can (Prefect) draws the edges and runs independent branches at once: chunkers do not wait for
+        each other, and a BM25 config waits for its chunks only. Stages are submitted wave by wave (chunks, BM25
+        configs, query vectors, document vectors, indexes, dense configs), always after their upstreams, so a
+        bounded thread pool that takes them in order never waits on a stage queued behind it.
+        """
+        order = [(i, c) for i, ch in enumerate(self.cfg.chunkers) for c in configs if c.chunker == ch]
+        chunks: dict[int, StageFuture] = {}
+        for i in dict.fromkeys(i for i, _ in order):
+            chunker = self.cfg.chunkers[i]
+            chunks[i] = submit(self.runner, f"chunk {chunker.name or chunker.explain()}", chunk_stage, self.ds,
+                               chunker, self.chunk_cache, wait_for=[self.loaded])
+        chains: dict[str, list[StageFuture]] = {}
+
+        def evaluate(position: int, i: int, run_config: RunConfig, upstream: list[StageFuture],
+                     **resources) -> None:
+            evaluated = submit(self.runner, f"evaluate {run_config.labels}", self._evaluate, i, run_config,
+                               chunks[i], **resources)
+            recorded = submit(self.runner, f"record {run_config.labels}", self._record, position, run_config,
+                              evaluated, advance)
+            chains[run_config.config_id] = [chunks[i], *upstream, evaluated, recorded]
+            if self.fail_fast:  # stop at the first failure: wait for each config before the next
+                _outcome(chains[run_config.config_id])
+
+        for position, (i, c) in enumerate(order):
+            if c.embedder is None:
+                evaluate(position, i, c, [])
+        queries: dict[str, StageFuture] = {}
+        for _, c in order:
+            emb = c.embedder
+            if emb is not None and emb.spec_id not in queries:
+                queries[emb.spec_id] = submit(self.runner, f"embed queries × {emb.label}", self._embed_queries, emb,
+                                            wait_for=[self.loaded])
+        first: dict[tuple[int, str], RunConfig] = {}  # per chunker × embedder, the config its collection follows
+        sparse_first: dict[tuple[int, str], RunConfig] = {}
+        for i, c in order:
+            if c.embedder is not None:
+                first.setdefault((i, c.embedder.spec_id), c)
+                if c.retriever.uses_sparse_collection:
+                    sparse_first.setdefault((i, c.embedder.spec_id), c)
+        vectors = {key: submit(self.runner, f"embed {c.labels.chunker} × {c.embedder.label}",
+                               self._embed_documents, chunks[key[0]], c.embedder) for key, c in first.items()}
+        collections = {key: self._submit_index(key[0], c, chunks[key[0]], vectors[key], sparse=False)
+                       for key, c in first.items()}
+        hybrid = {key: self._submit_index(key[0], c, chunks[key[0]], vectors[key], sparse=True)
+                  for key, c in sparse_first.items()}
+        for position, (i, c) in enumerate(order):
+            if c.embedder is None:
+                continue
+            key = (i, c.embedder.spec_id)
+            upstream = [vectors[key], collections[key], queries[key[1]]]
+            resources = {"collection": collections[key], "query_vectors": queries[key[1]]}
+            if c.retriever.uses_sparse_collection:
+                upstream.append(hybrid[key])
+                resources["hybrid_collection"] = hybrid[key]
+            evaluate(position, i, c, upstream, **resources)
+
         outcomes = []
-        for run_config in configs:
+        remaining = {i: sum(j == i for j, _ in order) for i in chunks}
+        for i, c in order:
             try:
-                inputs = self._inputs(run_config, chunker, plan)
-                result, out = self.runner.run(f"evaluate {run_config.labels}", evaluate_config, run_config,
-                                              self.ds, self.measures, self.evaluation, inputs)
-                result = replace(result, eval_key=self.eval_keys[run_config.config_id])
-                record(result, self.sweep_id, self.store, self.tracker, self.parent_run)
-                self._log_result(result)
-                outcomes.append(result.outcome())
-                value = result.value(self.cfg.metrics.primary)
-                if value == value and (self.best is None or value > self.best[0]):
-                    self.best = (value, run_config, out.run, out.judged_chunks)
+                outcomes.append(_outcome(chains[c.config_id]))
             except Exception as e:
                 if self.fail_fast:
                     raise
-                outcomes.append(self._failed(run_config, e))
-            advance(1)
+                with self._record_lock:
+                    outcomes.append(self._failed(c, e))
+                advance(1)
+            remaining[i] -= 1
+            if remaining[i] == 0:  # the chunker's shared plan is no longer needed
+                self._plans.pop(i, None)
+        for future in [*queries.values(), *vectors.values()]:  # the vectors computed, in a fixed order
+            try:
+                stats = future.result()
+            except Exception:  # its configs failed and said why
+                continue
+            self.embed_stats.append(stats[1] if isinstance(stats, tuple) else stats)
         return outcomes
 
-    def _inputs(self, run_config: RunConfig, chunker, plan: ChunkerPlan) -> ConfigInputs:
+    def _plan(self, chunker_index: int, chunks: pl.DataFrame) -> tuple[ChunkerPlan, threading.Lock]:
+        """The chunker's shared plan and the lock that guards building its parts (once, whichever config asks)."""
+        with self._plans_lock:
+            if chunker_index not in self._plans:
+                self._plans[chunker_index] = (ChunkerPlan(chunks), threading.Lock())
+            return self._plans[chunker_index]
+
+    def _embed_documents(self, chunks: pl.DataFrame, emb) -> EmbedStats:
+        """Every chunk's vector into the cache, holding the model slot (see :data:`MODEL_SLOTS`)."""
+        s = self.settings
+        with self.model_slot:
+            return embed_documents_stage(chunks, emb, self.vector_cache, s.embed_segment_rows, s.min_free_bytes,
+                                         self.workers)
+
+    def _embed_queries(self, emb) -> tuple[np.ndarray, EmbedStats]:
+        s = self.settings
+        with self.model_slot:
+            return embed_texts(self.ds.queries["text"].to_list(), emb, "query", self.vector_cache,
+                               s.embed_segment_rows, True, s.min_free_bytes)
+
+    def _submit_index(self, chunker_index: int, run_config: RunConfig, chunks: StageFuture, vectors: StageFuture,
+                      sparse: bool) -> StageFuture:
+        emb = run_config.embedder
+        name = f"index {run_config.labels.chunker} × {emb.label}{' + BM25' if sparse else ''}"
+        return submit(self.runner, name, index_stage, self.ds.fingerprint, self.ds.corpus,
+                      self.cfg.chunkers[chunker_index], emb, run_config.index, chunks, self.vector_cache, self.index,
+                      sparse, disk_root=self.home, reserve_bytes=self.settings.min_free_bytes, wait_for=[vectors])
+
+    def _evaluate(self, chunker_index: int, run_config: RunConfig, chunks: pl.DataFrame, collection: str | None = None,
+                  query_vectors: tuple[np.ndarray, EmbedStats] | None = None,
+                  hybrid_collection: str | None = None) -> tuple[ConfigResult, object]:
+        """Retrieve and judge one config (:func:`~ragbench.sweep.evaluate.evaluate_config`); a reranking config
+        holds the model slot while it runs."""
+        inputs = self._inputs(run_config, chunker_index, chunks, collection,
+                              None if query_vectors is None else query_vectors[0], hybrid_collection)
+        with self.model_slot if run_config.retriever.rerank is not None else nullcontext():
+            result, out = evaluate_config(run_config, self.ds, self.measures, self.evaluation, inputs)
+        return replace(result, eval_key=self.eval_keys[run_config.config_id]), out
+
+    def _record(self, position: int, run_config: RunConfig, evaluated, advance) -> ConfigOutcome:
+        """Store one config's result (DuckDB, then MLflow), one config at a time; keep the best for the k sweep
+        (the first in config order among equals, as a loop over the configs would)."""
+        result, out = evaluated
+        with self._record_lock:
+            record(result, self.sweep_id, self.store, self.tracker, self.parent_run)
+            self._log_result(result)
+            value = result.value(self.cfg.metrics.primary)
+            if value == value and (self.best is None or value > self.best[0]
+                                   or (value == self.best[0] and position < self._best_position)):
+                self.best, self._best_position = (value, run_config, out.run, out.judged_chunks), position
+        advance(1)
+        return result.outcome()
+
+    def _inputs(self, run_config: RunConfig, chunker_index: int, chunks: pl.DataFrame, collection: str | None,
+                query_vectors: np.ndarray | None, hybrid_collection: str | None) -> ConfigInputs:
         """What the retrieve/evaluate step of one config needs, built once per chunker and shared."""
+        plan, lock = self._plan(chunker_index, chunks)
         tok = context_tokenizer(run_config)
-        if tok not in plan.tokens:
-            counts = dict(zip(plan.chunks["chunk_id"], count_tokens(plan.chunks["text"].to_list(), tok)))
-            plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus))
-        retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
-                                       rerankers=self.rerankers)
-        counts, stats = plan.tokens[tok]
         gen = self.cfg.generation
         ctx_tok = gen.context.tokenizer if gen is not None else ContextSpec().tokenizer
-        if ctx_tok not in plan.context_texts:  # per-chunk context work, shared by this chunker's configs
-            plan.context_texts[ctx_tok] = ChunkTexts(ctx_tok, ContextSpec().shingle_size,
-                                                     plan.tokens[ctx_tok][0] if ctx_tok in plan.tokens else None)
         emb = run_config.embedder
-        if emb is not None:
-            if emb.spec_id not in plan.windows:
-                plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"].to_list(), emb)
-            stats = {**stats, **plan.windows[emb.spec_id]}
+        with lock:
+            if tok not in plan.tokens:
+                counts = dict(zip(plan.chunks["chunk_id"], count_tokens(plan.chunks["text"].to_list(), tok)))
+                plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus))
+            counts, stats = plan.tokens[tok]
+            if ctx_tok not in plan.context_texts:  # per-chunk context work, shared by this chunker's configs
+                plan.context_texts[ctx_tok] = ChunkTexts(ctx_tok, ContextSpec().shingle_size,
+                                                         plan.tokens[ctx_tok][0] if ctx_tok in plan.tokens else None)
+            if emb is not None:
+                if emb.spec_id not in plan.windows:
+                    plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"].to_list(),
+                                                                            emb)
+                stats = {**stats, **plan.windows[emb.spec_id]}
+        retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
+                                       rerankers=self.rerankers)
         inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok])
         if emb is None:
             return inputs
-        s = self.settings
-        if emb.spec_id not in plan.collections:
-            try:  # a failure here fails every config on this (chunker, embedder) alike, without retrying it
-                self.embed_stats.append(self.runner.run(
-                    f"embed {run_config.labels.chunker} × {emb.label}", embed_documents_stage, plan.chunks, emb,
-                    self.vector_cache, s.embed_segment_rows, s.min_free_bytes, self.workers))
-                plan.collections[emb.spec_id] = self._index(chunker, run_config, plan.chunks, sparse=False)
-            except Exception as e:
-                plan.collections[emb.spec_id] = e
-        if isinstance(plan.collections[emb.spec_id], Exception):
-            raise plan.collections[emb.spec_id]
-        if emb.spec_id not in self.query_vectors:
-            vectors, stats = self.runner.run(f"embed queries × {emb.label}", embed_texts,
-                                             self.ds.queries["text"].to_list(), emb, "query", self.vector_cache,
-                                             s.embed_segment_rows, True, s.min_free_bytes)
-            self.embed_stats.append(stats)
-            self.query_vectors[emb.spec_id] = vectors
-        retrieval.index, retrieval.collection = self.index, plan.collections[emb.spec_id]
-        retrieval.query_vectors = self.query_vectors[emb.spec_id]
+        retrieval.index, retrieval.collection = self.index, collection
+        retrieval.query_vectors = query_vectors
         if run_config.retriever.uses_sparse_collection:
-            key = emb.spec_id + "+bm25"
-            if key not in plan.collections:
-                plan.collections[key] = self._index(chunker, run_config, plan.chunks, sparse=True)
-            retrieval.hybrid_collection = plan.collections[key]
+            retrieval.hybrid_collection = hybrid_collection
         return inputs
-
-    def _index(self, chunker, run_config: RunConfig, chunks: pl.DataFrame, sparse: bool) -> str:
-        emb = run_config.embedder
-        name = f"index {run_config.labels.chunker} × {emb.label}{' + BM25' if sparse else ''}"
-        return self.runner.run(name, index_stage, self.ds.fingerprint,
-                               self.ds.corpus, chunker, emb, run_config.index, chunks, self.vector_cache,
-                               self.index, sparse, disk_root=self.home, reserve_bytes=self.settings.min_free_bytes)
 
     def _log_result(self, result: ConfigResult) -> None:
         means = result.means()
@@ -384,6 +482,22 @@ class _Sweep:
         return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", *stored.get(o.config_id, ({}, 0, 0)),
                               reused_from=o.reused_from)
                 if o.status == "skipped" else o for o in outcomes]
+
+
+def _outcome(chain: list[StageFuture]) -> ConfigOutcome:
+    """The outcome at the end of a config's chain of stages, or the error of the first stage that failed (a stage
+    that did not run because an upstream failed says only that)."""
+    try:
+        return chain[-1].result()
+    except Exception as e:
+        for future in chain:
+            try:
+                future.result()
+            except UpstreamFailed:
+                continue
+            except Exception as cause:
+                raise cause from None
+        raise e
 
 
 def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) -> None:
