@@ -227,3 +227,10 @@ def test_hyde_searches_the_passage_embedded_as_a_document(swept):
     # queries the plain query finds (ndcg@10 0.35 vs 0.68 here)
     identifier = _ndcg_by_class(store, first).filter(pl.col("query_class") == "identifier")
     assert identifier["hyde"][0] < identifier["plain"][0] - 0.1
+
+
+def test_the_leaderboard_can_show_the_rewrite_cost_beside_the_gain(tmp_path):
+    text = CONFIG.replace("primary: ndcg@10}", "primary: ndcg@10, show: [ndcg@10, rewrite_ms_per_query]}")
+    cfg = load_config(write_config(tmp_path / "show.yaml", text))
+    assert cfg.metrics.show == ("ndcg@10", "rewrite_ms_per_query")
+    assert cfg.retrievers[1].rewrite == MultiQueryRewrite(n=3, max_tokens=64)
