@@ -6,6 +6,7 @@ checked against an independent brute-force search (numpy cosine over the cached 
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -94,9 +95,21 @@ def swept(tmp_path_factory):
     home = tmp / "home"
     settings = Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
     cfg = load_config(write_config(tmp / "rewrite.yaml", CONFIG))
-    first = run_sweep(cfg, settings)
-    again = run_sweep(cfg, settings, fresh=True)
-    return cfg, settings, first, again
+    first, first_log = _logged(run_sweep, cfg, settings)
+    again, again_log = _logged(run_sweep, cfg, settings, fresh=True)
+    return cfg, settings, first, again, (first_log, again_log)
+
+
+def _logged(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` and the messages the ``ragbench`` logger emitted meanwhile."""
+    messages: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logging.getLogger("ragbench").addHandler(handler)
+    try:
+        return fn(*args, **kwargs), messages
+    finally:
+        logging.getLogger("ragbench").removeHandler(handler)
 
 
 def _by_kind(result) -> dict[str, object]:
@@ -152,7 +165,7 @@ def _vectors_and_chunks(cfg, settings):
 
 @needs_llm
 def test_multi_query_fuses_the_runs_of_the_llm_rewrites_and_logs_its_cost(swept):
-    cfg, settings, first, again = swept
+    cfg, settings, first, again, logs = swept
     assert first.n_failed == 0 and again.n_failed == 0
     plain, mq = _by_kind(first)["plain"], _by_kind(first)["multi_query"]
     n_queries = 34
@@ -162,6 +175,9 @@ def test_multi_query_fuses_the_runs_of_the_llm_rewrites_and_logs_its_cost(swept)
     mq_again = _by_kind(again)["multi_query"]
     assert mq_again.metrics["rewrite_llm_calls"] == 0 and mq_again.metrics["rewrite_ms_unrecorded"] == 0
     assert mq_again.metrics["rewrite_ms_per_query"] == pytest.approx(mq.metrics["rewrite_ms_per_query"])
+    first_log, again_log = logs
+    assert [m for m in first_log if m.startswith("LLM: llama-server pid")]
+    assert not [m for m in again_log if "llama-server" in m]  # every rewrite was cached: no server was started
 
     # independent recomputation: each variant searched by brute force, fused by RRF, equals the stored run
     spec = cfg.retrievers[1].rewrite
@@ -203,7 +219,7 @@ def _ndcg_by_class(store: ResultStore, result) -> pl.DataFrame:
 
 @needs_llm
 def test_hyde_searches_the_passage_embedded_as_a_document(swept):
-    cfg, settings, first, _ = swept
+    cfg, settings, first, _, _ = swept
     plain, hyde = _by_kind(first)["plain"], _by_kind(first)["hyde"]
     assert hyde.metrics["rewrite_llm_calls"] == 34 and hyde.metrics["rewrite_variants_per_query"] == 1
     spec = cfg.retrievers[2].rewrite

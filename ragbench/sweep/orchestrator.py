@@ -258,7 +258,7 @@ class _Sweep:
             plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus))
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
                                        rerankers=self.rerankers,
-                                       llm=self.query_llm.client if self.query_llm is not None else None)
+                                       llm=self.query_llm.rewrite_llm if self.query_llm is not None else None)
         counts, stats = plan.tokens[tok]
         gen = self.cfg.generation
         ctx_tok = gen.context.tokenizer if gen is not None else ContextSpec().tokenizer

@@ -119,6 +119,10 @@ class ChatClient:
     def _cache_path(self, key: str) -> Path | None:
         return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir else None
 
+    def cached(self, messages: Messages, max_tokens: int | None = None) -> Completion | None:
+        """The cached completion of ``messages`` (as :meth:`complete` would send them), or None; sends nothing."""
+        return self._cache_get(self.cache_key(messages, max_tokens))
+
     def _cache_get(self, key: str) -> Completion | None:
         path = self._cache_path(key)
         if path is None or not path.is_file():
