@@ -55,7 +55,7 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _n
 
 #: measures that are not rank measures at a cutoff but can be shown in the leaderboard (config-level values)
 SHOWABLE_PREFIXES = ("chunkstat_", "reach_", "unfiltered_", "ann_recall_vs_exact@", "answer_", "oracle_",
-                     "rerank_ms", "filter_", "evidence_recall@", "answer_in_context@", "document_depth_")
+                     "rerank_ms", "filter_", "evidence_recall@", "answer_in_context@", "document_depth_", "rewrite_")
 
 
 def computed_measures(cfg: SweepConfig) -> set[str]:

@@ -42,6 +42,7 @@ class Generator:
         self._server = None
         self._client = None
         self._failure: Exception | None = None
+        self._cache_first: CacheFirstLLM | None = None
 
     def client(self):
         if self._failure is not None:
@@ -74,16 +75,67 @@ class Generator:
                           api_key=self.settings.secret(s.api_key_env), cache_dir=self.settings.home / "cache" / "llm",
                           extra_body=s.extra_body)
 
+    def rewrite_llm(self) -> "CacheFirstLLM":
+        """The endpoint as query rewrites use it: from the response cache first, so a rerun whose rewrites are all
+        cached never starts the local server."""
+        if self._cache_first is None:
+            self._cache_first = CacheFirstLLM(self)
+        return self._cache_first
+
+    def cache_reader(self):
+        """A client that only reads the response cache, under the model id the endpoint will have (a local model's
+        :func:`~ragbench.generation.llm.server.model_identity`, computed from its file without starting it)."""
+        from ragbench.generation.llm.client import ChatClient
+
+        s = self.spec
+        if self._client is not None:
+            model = self._client.model
+        elif s.endpoint == "local":
+            from ragbench.generation.llm.server import locate_model, model_identity
+
+            model = model_identity(locate_model(self.settings, s.model))
+        else:
+            model = s.model
+        return ChatClient("http://127.0.0.1:9", model, temperature=s.temperature, max_tokens=s.max_tokens,
+                          retries=0, cache_dir=self.settings.home / "cache" / "llm", extra_body=s.extra_body)
+
     @property
     def model_id(self) -> str:
         return self._client.model if self._client is not None else self.spec.model
 
     def stop(self) -> None:
+        if self._cache_first is not None and self._cache_first._reader is not None:
+            self._cache_first._reader.close()
         if self._client is not None:
             self._client.close()
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+class CacheFirstLLM:
+    """The :class:`~ragbench.retrieval.rewrite.QueryLLM` of a sweep: a batch whose every prompt is in the response
+    cache is answered from it; otherwise the whole batch goes to the endpoint (started on first need), whose client
+    serves the cached prompts from the same cache."""
+
+    def __init__(self, generator: Generator):
+        self.generator = generator
+        self._reader = None
+
+    @property
+    def model(self) -> str:
+        return self.generator.model_id
+
+    def complete_many(self, batch, progress=None, max_tokens: int | None = None):
+        if self._reader is None:
+            try:
+                self._reader = self.generator.cache_reader()
+            except Exception:  # e.g. the model file is missing: the endpoint's own start says so clearly
+                return self.generator.client().complete_many(batch, progress, max_tokens=max_tokens)
+        hits = [self._reader.cached(m, max_tokens) for m in batch]
+        if all(h is not None for h in hits):
+            return hits
+        return self.generator.client().complete_many(batch, progress, max_tokens=max_tokens)
 
 
 def answer_in_context_metrics(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, spec: GenerationSpec | None,

@@ -4,12 +4,14 @@ A run is a table with :data:`~ragbench.core.schemas.RUN_SCHEMA`: one row per (qu
 first. Rankings are of chunks; :mod:`ragbench.evaluation.judging` maps them back to documents and spans.
 
 A retriever kind is a spec registered in :data:`RETRIEVERS` that implements :meth:`RetrieverSpec.first_stage`;
-reranking, small-to-big and metadata filters are shared knobs of every kind (see :mod:`.pipeline`).
+query rewriting by an LLM (:mod:`.rewrite`), reranking, small-to-big and metadata filters are shared knobs of every
+kind (see :mod:`.pipeline`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,6 +25,7 @@ from ragbench.core.spec import Spec
 from ragbench.data.dataset import Dataset
 from ragbench.retrieval.parents import ParentsSpec
 from ragbench.retrieval.rerank import RERANKERS
+from ragbench.retrieval.rewrite import REWRITERS
 
 logging.getLogger("bm25s").setLevel(logging.WARNING)  # its per-index DEBUG lines flood Prefect's console
 # (bm25s resets it to DEBUG when imported: BM25Index sets it again after that)
@@ -40,6 +43,11 @@ class RetrievalResources:
     bm25: dict[str, Any] = field(default_factory=dict)
     vector_cache: object | None = None
     rerankers: dict[str, object] = field(default_factory=dict)
+    #: the LLM of query rewrites: a zero-argument callable returning a :class:`~.rewrite.QueryLLM` (started on
+    #: first use by the sweep); None when no endpoint was given
+    llm: Callable[[], Any] | None = None
+    #: query rewrites already fetched for this config: (rewrite spec id, query text) -> RewriteCall
+    rewrites: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,8 @@ class RetrieverSpec(Spec):
     documents: int | None = Field(None, gt=0, description="fetch deeper (depth doubled, up to every chunk) until "
                                   "each query has this many distinct documents, so document measures at this "
                                   "cutoff compare chunkers at the same document depth")
+    rewrite: REWRITERS.field | None = Field(None, description="rewrite each query with the LLM before the first "
+                                            "stage: {kind: multi_query, n: 3} or {kind: hyde}")
     rerank: RERANKERS.field | None = None
     parents: ParentsSpec | None = None
     filter: dict[str, Any] | None = Field(None, description="metadata filter on the corpus' metadata fields, e.g. "
@@ -78,7 +88,7 @@ class RetrieverSpec(Spec):
     uses_embedder: ClassVar[bool] = False
     #: True when it needs the collection that also holds Qdrant's own BM25 sparse vectors
     uses_sparse_collection: ClassVar[bool] = False
-    dumped_when_set: ClassVar[tuple[str, ...]] = ("documents",)
+    dumped_when_set: ClassVar[tuple[str, ...]] = ("documents", "rewrite")
 
     def first_stage(self, ds: Dataset, res: RetrievalResources, embedder, filters: Filters) -> pl.DataFrame:
         """The candidate run of every query of ``ds`` (before reranking), a filter applied inside each engine."""
@@ -105,6 +115,8 @@ class RetrieverSpec(Spec):
         """The retriever in words, knobs included (``dense exact + rerank MiniLM-L6-v2 top 50``). Display only:
         never part of an id or a stored name."""
         text = self.explain_first_stage()
+        if self.rewrite:
+            text = f"{self.rewrite.describe()} rewrites > {text}"
         if self.rerank:
             text += f" + rerank {self.rerank.model.split('/')[-1]} top {self.rerank.top_n}"
         if self.parents:
@@ -120,6 +132,8 @@ class RetrieverSpec(Spec):
         if self.name:
             return self.name
         base = self.describe()
+        if self.rewrite:
+            base = f"{self.rewrite.describe()} > {base}"
         if self.rerank:
             base += f" > rerank[{self.rerank.model.split('/')[-1]}@{self.rerank.top_n}]"
         if self.parents:

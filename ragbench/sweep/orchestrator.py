@@ -38,6 +38,7 @@ from ragbench.embedding.embed import embed_texts, embedding_window_statistics
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
 from ragbench.generation.llm.context import ChunkTexts, ContextSpec
+from ragbench.generation.spec import GenerationSpec
 from ragbench.generation.stage import Generator, k_sweep_stage
 from ragbench.index.build import index_stage
 from ragbench.index.qdrant import open_index
@@ -128,6 +129,10 @@ class _Sweep:
         self.rerankers: dict[str, object] = {}
         gen = cfg.generation
         self.generator = Generator(gen, settings) if gen is not None and gen.enabled else None
+        # query rewrites use the generation endpoint (its defaults when the config has no generation: section)
+        self.query_llm = self.generator
+        if self.query_llm is None and any(r.rewrite is not None for r in cfg.retrievers):
+            self.query_llm = Generator(gen or GenerationSpec(), settings)
         self.best: tuple[float, RunConfig, pl.DataFrame, pl.DataFrame] | None = None  # for the k sweep
         self._best_position = 0
         self._plans: dict[int, tuple[ChunkerPlan, threading.Lock]] = {}
@@ -142,8 +147,8 @@ class _Sweep:
         try:
             return self._run()
         finally:  # a local LLM server never outlives the sweep, whatever happened
-            if self.generator is not None:
-                self.generator.stop()
+            if self.query_llm is not None:
+                self.query_llm.stop()  # the generator itself, or the rewrites' own endpoint
 
     def _run(self) -> SweepResult:
         t0 = time.perf_counter()
@@ -389,7 +394,8 @@ class _Sweep:
                                                                             emb)
                 stats = {**stats, **plan.windows[emb.spec_id]}
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
-                                       rerankers=self.rerankers)
+                                       rerankers=self.rerankers,
+                                       llm=self.query_llm.rewrite_llm if self.query_llm is not None else None)
         inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok])
         if emb is None:
             return inputs

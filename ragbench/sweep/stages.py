@@ -38,7 +38,12 @@ def preflight(cfg: SweepConfig, settings: Settings) -> None:
         if r.rerank is not None:
             resolve_model(r.rerank.model)
     gen = cfg.generation
-    if gen is not None and gen.enabled and gen.endpoint == "local":
+    rewrites = any(r.rewrite is not None for r in cfg.retrievers)
+    if rewrites and gen is None:
+        from ragbench.generation.spec import GenerationSpec
+
+        gen = GenerationSpec(enabled=False)  # the endpoint query rewrites use by default
+    if gen is not None and (gen.enabled or rewrites) and gen.endpoint == "local":
         from ragbench.generation.llm.server import locate_llama_server, locate_model
 
         locate_llama_server(settings)

@@ -10,7 +10,8 @@ Works with llama.cpp's ``llama-server``, vLLM, Ollama and hosted APIs. Policies:
   ``{"model", "messages", "params"}`` (params = temperature, max_tokens and ``extra_body``; the base URL is left out
   because a local server gets a new port each run — the model id must therefore name the exact weights, as
   :func:`ragbench.generation.llm.server.model_identity` does). Written atomically (temp file + rename), so a crash never leaves
-  a half entry; a corrupt entry is ignored and refetched.
+  a half entry; a corrupt entry is ignored and refetched. Each entry also records the seconds the request took, so
+  a cached rerun can still report what the call cost (:attr:`Completion.recorded_seconds`).
 * **Garbage** (non-JSON body, no ``choices[0].message.content``) raises :class:`ragbench.generation.llm.LLMClientError`.
 """
 
@@ -45,6 +46,9 @@ class Completion:
     completion_tokens: int | None
     cached: bool
     seconds: float
+    #: the seconds the endpoint took when this response was first fetched (a cache hit's ``seconds`` is 0): None for
+    #: cache entries written before this was recorded
+    recorded_seconds: float | None = None
 
 
 class ChatClient:
@@ -105,12 +109,19 @@ class ChatClient:
         """What, besides model and messages, decides the response (for the cache key and for logging)."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra_body}
 
-    def cache_key(self, messages: Messages) -> str:
-        material = {"model": self.model, "messages": [dict(m) for m in messages], "params": self.params}
+    def _params(self, max_tokens: int | None) -> dict[str, Any]:
+        return self.params if max_tokens is None else {**self.params, "max_tokens": int(max_tokens)}
+
+    def cache_key(self, messages: Messages, max_tokens: int | None = None) -> str:
+        material = {"model": self.model, "messages": [dict(m) for m in messages], "params": self._params(max_tokens)}
         return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def _cache_path(self, key: str) -> Path | None:
         return self.cache_dir / key[:2] / f"{key}.json" if self.cache_dir else None
+
+    def cached(self, messages: Messages, max_tokens: int | None = None) -> Completion | None:
+        """The cached completion of ``messages`` (as :meth:`complete` would send them), or None; sends nothing."""
+        return self._cache_get(self.cache_key(messages, max_tokens))
 
     def _cache_get(self, key: str) -> Completion | None:
         path = self._cache_path(key)
@@ -119,7 +130,7 @@ class ChatClient:
         try:
             d = json.loads(path.read_text())
             return Completion(d["text"], d.get("finish_reason"), d.get("prompt_tokens"), d.get("completion_tokens"),
-                              cached=True, seconds=0.0)
+                              cached=True, seconds=0.0, recorded_seconds=d.get("seconds"))
         except (OSError, ValueError, KeyError, TypeError):
             return None  # corrupt entry (should not happen with atomic writes): refetch and overwrite
 
@@ -129,38 +140,41 @@ class ChatClient:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         body = {"model": self.model, "text": c.text, "finish_reason": c.finish_reason,
-                "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens}
+                "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "seconds": c.seconds}
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         with os.fdopen(fd, "w") as f:
             json.dump(body, f)
         os.replace(tmp, path)
 
     # ------------------------------------------------------------ requests
-    def complete(self, messages: Messages) -> Completion:
-        """One chat completion (from the cache when present)."""
+    def complete(self, messages: Messages, max_tokens: int | None = None) -> Completion:
+        """One chat completion (from the cache when present); ``max_tokens`` overrides the client's for this call
+        (and is part of the cache key)."""
         if not messages:
             raise ValueError("no messages to send")
-        key = self.cache_key(messages)
+        key = self.cache_key(messages, max_tokens)
         hit = self._cache_get(key)
         if hit is not None:
             return hit
         t0 = time.perf_counter()
-        body = {"model": self.model, "messages": [dict(m) for m in messages], **self.params}
+        body = {"model": self.model, "messages": [dict(m) for m in messages], **self._params(max_tokens)}
         data = self._post(body)
         text, finish, usage = _parse(data, self.url)
+        seconds = time.perf_counter() - t0
         c = Completion(text, finish, usage.get("prompt_tokens"), usage.get("completion_tokens"), cached=False,
-                       seconds=time.perf_counter() - t0)
+                       seconds=seconds, recorded_seconds=seconds)
         self._cache_put(key, c)
         return c
 
-    def complete_many(self, batch: Sequence[Messages], progress: Callable[..., Any] | None = None) -> list[Completion]:
+    def complete_many(self, batch: Sequence[Messages], progress: Callable[..., Any] | None = None,
+                      max_tokens: int | None = None) -> list[Completion]:
         """Completions for many prompts, in input order, on ``concurrency`` threads.
 
         ``progress`` is called with ``1`` after each prompt (e.g. the ``advance`` of
         :func:`ragbench.core.progress.progress`). The first failure cancels what has not started and is raised.
         """
         def one(m: Messages) -> Completion:
-            c = self.complete(m)
+            c = self.complete(m, max_tokens)
             if progress is not None:
                 progress(1)
             return c
