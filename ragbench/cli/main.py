@@ -417,9 +417,11 @@ def datasets_list(
     console.print(t)
 
 
+from ragbench.cli.gate import register as _register_gate  # noqa: E402
 from ragbench.cli.ops import register as _register_ops  # noqa: E402
 
 _register_ops(app)
+_register_gate(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

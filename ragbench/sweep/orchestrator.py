@@ -31,6 +31,7 @@ from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts, embedding_window_statistics
+from ragbench.evaluation.cost import embed_seconds_estimate
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
 from ragbench.generation.llm.context import ChunkTexts, ContextSpec
@@ -264,7 +265,10 @@ class _Sweep:
             if emb.spec_id not in plan.windows:
                 plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"].to_list(), emb)
             stats = {**stats, **plan.windows[emb.spec_id]}
-        inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok])
+            if emb.spec_id not in plan.embed_seconds:
+                plan.embed_seconds[emb.spec_id] = embed_seconds_estimate(plan.chunks["index_text"].to_list(), emb)
+        inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok],
+                              plan.embed_seconds.get(emb.spec_id, 0.0) if emb is not None else 0.0)
         if emb is None:
             return inputs
         s = self.settings
