@@ -34,8 +34,8 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import Comparison, compare_configs
-from ragbench.reporting.pareto import COST_COLUMNS, cost_html, cost_markdown, cost_summary, cost_table
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
+from ragbench.reporting.pareto import COST_COLUMNS, cost_html, cost_markdown, cost_summary, cost_table
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
