@@ -55,12 +55,17 @@ def test_gate_passes_an_equal_candidate_and_fails_a_crippled_one(promoted):
     crippled = _yaml(tmp, "crippled", "{kind: bm25, depth: 1}")  # one chunk per query: most relevant docs lost
     res = _cli("gate", str(crippled), home=home)
     assert res.exit_code == 1, res.output
-    assert "significantly worse" in res.output
+    assert ": significantly worse" in res.output
     regressed = res.output.split("gate failed: regressed ")[1].split()
     regressed = [q.rstrip(",") for q in regressed]
     # q01's relevant document is at rank 2+ under BM25 on these chunks: lost at depth 1 (hit@10 pass -> fail)
     assert "q01" in regressed and "q01" in res.output.split("gate failed")[0]
     assert "pass → fail" in res.output
+    # a probe lost is a regression on its own, whatever the paired test says (no p-value reaches 1e-9 here)
+    res = _cli("gate", str(crippled), "--alpha", "1e-9", home=home)
+    assert res.exit_code == 1, res.output
+    assert ": significantly worse" not in res.output and "not significantly worse" in res.output and "pass → fail" in res.output and "pass → pass" not in res.output
+    assert "q01" in res.output.split("gate failed: regressed ")[1]
 
 
 def test_gate_refuses_bad_input_with_exit_2(promoted, tmp_path):
