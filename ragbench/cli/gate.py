@@ -112,6 +112,7 @@ def _run(config: Path, against: str, choice, probes, n, seed, k, primary, alpha,
     index = open_index(settings)
     try:
         return run_gate(prod, candidate, probe_ds, settings, index, primary=primary or live.primary_measure, k=k,
-                        alpha=alpha, seed=seed, production_name=live.name)
+                        alpha=alpha, seed=seed, gain=sweep_spec.get("metrics", {}).get("gain", "exponential"),
+                        production_name=live.name)
     finally:
         index.close()

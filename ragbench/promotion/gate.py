@@ -96,14 +96,15 @@ class GateResult:
         return self.per_probe.filter(pl.col("regressed"))
 
 
-def parse_rank_measure(measure: str) -> Measure:
-    """``ndcg_at_10`` (or ``ndcg@10``) as a :class:`Measure`; only document rank measures can gate on probes."""
+def parse_rank_measure(measure: str, gain: str = "exponential") -> Measure:
+    """``ndcg_at_10`` (or ``ndcg@10``) as a :class:`Measure` with nDCG ``gain``; only document rank measures can
+    gate on probes."""
     key = measure_key(measure)
     name, _, k = key.rpartition("_at_")
     if name not in RANK_MEASURES or not k.isdigit():
         raise GateInputError(f"the gate judges probes on documents: {measure!r} is not a document rank measure "
                              f"({', '.join(sorted(RANK_MEASURES))} at a cutoff, e.g. ndcg_at_10); pass --primary")
-    return Measure(name, int(k))
+    return Measure(name, int(k), gain)
 
 
 def sample_probes(ds: Dataset, n: int, seed: int = 0) -> Dataset:
@@ -201,14 +202,15 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
 
 
 def run_gate(production: RunConfig, candidate: RunConfig, probes: Dataset, settings: Settings, index, *,
-             primary: str, k: int = 10, alpha: float = 0.05, seed: int = 0,
+             primary: str, k: int = 10, alpha: float = 0.05, seed: int = 0, gain: str = "exponential",
              production_name: str | None = None) -> GateResult:
-    """Retrieve the ``probes`` with both configs and decide (rules in the module docstring)."""
+    """Retrieve the ``probes`` with both configs and decide (rules in the module docstring); ``gain``: the nDCG
+    gain of production's sweep."""
     if k <= 0:
         raise GateInputError(f"k must be positive, got {k}")
     if not 0 < alpha < 1:
         raise GateInputError(f"alpha must be in (0, 1), got {alpha}")
-    main, hit = parse_rank_measure(primary), Measure("hit", k)
+    main, hit = parse_rank_measure(primary, gain), Measure("hit", k, gain)
     measures = [main] if str(main) == str(hit) else [main, hit]
     values = {}
     for role, cfg in (("production", production), ("candidate", candidate)):

@@ -40,6 +40,9 @@ class RetrievalResources:
     bm25: dict[str, Any] = field(default_factory=dict)
     vector_cache: object | None = None
     rerankers: dict[str, object] = field(default_factory=dict)
+    #: embedder spec id -> query text -> (ms to embed it uncached, its vector): serving latency
+    #: (ragbench.evaluation.cost) embeds each query once per model in a sweep
+    query_encodings: dict[str, dict[str, tuple[float, np.ndarray]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

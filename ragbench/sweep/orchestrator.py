@@ -114,6 +114,7 @@ class _Sweep:
         self.embed_stats: list[EmbedStats] = []
         self.query_vectors: dict[str, np.ndarray] = {}
         self.rerankers: dict[str, object] = {}
+        self.query_encodings: dict[str, dict] = {}  # serving latency: each query embedded once per model
         gen = cfg.generation
         self.generator = Generator(gen, settings) if gen is not None and gen.enabled else None
         self.best: tuple[float, RunConfig, pl.DataFrame, pl.DataFrame] | None = None  # for the k sweep
@@ -253,7 +254,7 @@ class _Sweep:
             counts = dict(zip(plan.chunks["chunk_id"], count_tokens(plan.chunks["text"].to_list(), tok)))
             plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus))
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
-                                       rerankers=self.rerankers)
+                                       rerankers=self.rerankers, query_encodings=self.query_encodings)
         counts, stats = plan.tokens[tok]
         gen = self.cfg.generation
         ctx_tok = gen.context.tokenizer if gen is not None else ContextSpec().tokenizer
