@@ -417,11 +417,13 @@ def datasets_list(
     console.print(t)
 
 
+from ragbench.cli.gate import register as _register_gate  # noqa: E402
 from ragbench.cli.ops import register as _register_ops  # noqa: E402
 from ragbench.cli.questions import questions_app  # noqa: E402
 
 _register_ops(app)
 app.add_typer(questions_app, name="questions")
+_register_gate(app)
 
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -95,6 +95,16 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
     return cache.fetch(key, role, hashes), stats
 
 
+def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndarray:
+    """Vectors of ``texts`` straight from the model (role prompt prepended, as :func:`embed_shard` encodes them),
+    bypassing the cache: what a serving process pays for a query it has not seen."""
+    prompt = spec.query_prompt if role == "query" else spec.document_prompt
+    device = resolve_device(spec.device)
+    model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
+    return model.encode(texts, prompt=prompt or None, batch_size=spec.batch_size, convert_to_numpy=True,
+                        show_progress_bar=False)
+
+
 @dataclass(frozen=True)
 class EmbedShard:
     """Segments ``(hashes, texts)`` of one model and role, to encode and store in the cache under ``cache_root``."""

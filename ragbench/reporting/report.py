@@ -37,6 +37,7 @@ from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
 from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
+from ragbench.reporting.pareto import COST_COLUMNS, cost_html, cost_markdown, cost_summary, cost_table
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
 from ragbench.results.store import ResultStore
@@ -76,6 +77,8 @@ class SweepReport:
         What the reader must know about the questions before trusting the means: synthetic questions that reuse
         their passage's words, synthetic and real questions mixed
         (:func:`ragbench.data.questions.synthetic_warnings` of the notes stored with the sweep).
+    costs : polars.DataFrame or None
+        Cost and the Pareto front, one row per ranked config (:func:`ragbench.reporting.pareto.cost_table`).
     """
 
     sweep_id: str
@@ -97,6 +100,7 @@ class SweepReport:
     shallow: dict[str, dict[str, int]] = field(default_factory=dict)
     winner_heldout: WinnerHeldOut | None = None
     dataset_warnings: tuple[str, ...] = ()
+    costs: pl.DataFrame | None = None
 
     @property
     def best(self) -> str:
@@ -232,6 +236,7 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     if held in available and primary in comparisons:
         winner = _winner_heldout(pq, comparisons[primary], held, dict(configs.select("config_id", "label")
                                                                       .iter_rows()))
+    costs = _costs(summary, primary, comparisons, stored, configs)
     return SweepReport(
         sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
         dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
@@ -239,7 +244,7 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
         summary=summary, shallow=shallow,
         comparisons=comparisons, recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
         chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
-        winner_heldout=winner,
+        winner_heldout=winner, costs=costs,
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
 
 
@@ -252,6 +257,19 @@ def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[
     return WinnerHeldOut(comp.best, labels.get(comp.best, comp.best), comp.measure, best.mean,
                          float(values.mean()) if values.len() else math.nan, len(comp.configs), best.n,
                          values.len())
+
+
+def _costs(summary: pl.DataFrame, primary: str, comparisons: dict[str, Comparison], stored: dict[str, MeasureMap],
+           configs: pl.DataFrame) -> pl.DataFrame | None:
+    """The cost table of the ranked configs (:func:`ragbench.reporting.pareto.cost_table`)."""
+    if primary not in comparisons:
+        return None
+    board = (summary.filter(pl.col("measure") == primary)
+             .sort(["mean", "config_id"], descending=[True, False], nulls_last=True))
+    comp = comparisons[primary]
+    labels = dict(configs.select("config_id", "label").iter_rows())
+    return cost_table(primary, dict(board.select("config_id", "mean").iter_rows()),
+                      set(comp.tied_with_best) | {comp.best}, stored, labels)
 
 
 def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
@@ -333,6 +351,7 @@ def report_rows(report: SweepReport) -> list[dict]:
                     "p_vs_best": row["p_vs_best"], "wins": row["wins"], "ties": row["ties"],
                     "losses": row["losses"], "ms_per_query": c.get("retrieval_ms_per_query"),
                     "queries": row["n"], "unlabelled": c.get("n_unlabelled")})
+        out.update(_cost_cells(report, cid))
         rows.append(out)
     for cid, depth in report.shallow.get(report.primary, {}).items():  # finished, but not comparable on primary
         c = cfg.get(cid, {})
@@ -343,6 +362,18 @@ def report_rows(report: SweepReport) -> list[dict]:
         rows.append({"rank": None, "config_id": c["config_id"], "name": c["name"], "chunker": c["chunker"],
                      "model": c["model"], "retriever": c["retriever"], "status": c["status"], "error": c["error"]})
     return rows
+
+
+def _cost_cells(report: SweepReport, config_id: str) -> dict:
+    """The config's cost measures, ``on_pareto_front`` and ``cheapest_tied_with_best`` (None when unknown)."""
+    if report.costs is None:
+        return {}
+    row = report.costs.filter(pl.col("config_id") == config_id)
+    if not row.height:
+        return {}
+    r = row.row(0, named=True)
+    return {**{c: r[c] for c in COST_COLUMNS}, "on_pareto_front": r["on_front"],
+            "cheapest_tied_with_best": r["cheapest_tied"]}
 
 
 def _cell(m: str, ci: bool):
@@ -396,7 +427,8 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
                      title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
                      caption="\n".join([report.headline, *([report.winner_heldout.sentence()]
                                                             if report.winner_heldout else []),
-                                         *(f"warning: {w}" for w in report.dataset_warnings), legend(report)]),
+                                         *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
+                                         *cost_summary(report.costs, report.primary)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])
 
 
@@ -415,6 +447,7 @@ def report_text(report: SweepReport, fmt: str) -> str:
         keys += [m, f"{m}_ci_low", f"{m}_ci_high"]
     keys += ["tied_with_best", "worse_than_best", "p_vs_best", "wins", "ties", "losses", "ms_per_query", "queries",
              "unlabelled", "error"]
+    keys += [*COST_COLUMNS, "on_pareto_front", "cheapest_tied_with_best"]
     return to_csv([Column(k, k) for k in keys], rows)
 
 
@@ -440,6 +473,8 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
         parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")
     parts += ["", f"**Tied with the best** ({len(tied)}): " + ("; ".join(tied) if tied else "none"), "",
               f"_{legend(report)}_"]
+    if report.costs is not None:
+        parts += ["", *cost_markdown(report.costs, report.primary)]
     return "\n".join(parts)
 
 
@@ -831,6 +866,7 @@ def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
             parts.append("</table>")
         parts.append("<p class='muted'>Bold: best config for that class. Unlabelled queries are excluded.</p>")
 
+    parts += cost_html(report.costs, report.primary)
     parts += _chunk_stats_html(report)
     parts.append("<h2>Every pair</h2>")
     parts += _pairs_html(report)

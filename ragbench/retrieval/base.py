@@ -48,6 +48,9 @@ class RetrievalResources:
     llm: Callable[[], Any] | None = None
     #: query rewrites already fetched for this config: (rewrite spec id, query text) -> RewriteCall
     rewrites: dict[tuple[str, str], Any] = field(default_factory=dict)
+    #: embedder spec id -> query text -> (ms to embed it uncached, its vector): serving latency
+    #: (ragbench.evaluation.cost) embeds each query once per model in a sweep
+    query_encodings: dict[str, dict[str, tuple[float, np.ndarray]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

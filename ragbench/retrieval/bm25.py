@@ -42,6 +42,19 @@ class BM25Index:
         self.retriever = bm25s.BM25(k1=spec.k1, b=spec.b, method=spec.method)
         self.retriever.index(tokens, show_progress=False)
         self.n_docs = len(texts)
+        self._disk_bytes: int | None = None
+
+    def disk_bytes(self) -> int:
+        """Bytes of the index as ``bm25s.BM25.save`` writes it (score matrix, vocabulary, parameters); measured
+        once, in a temporary folder."""
+        if self._disk_bytes is None:
+            import tempfile
+            from pathlib import Path
+
+            with tempfile.TemporaryDirectory() as tmp:
+                self.retriever.save(tmp)
+                self._disk_bytes = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file())
+        return self._disk_bytes
 
     def search(self, queries: list[str], depth: int, weight_mask: np.ndarray | None = None) -> Hits:
         """Top ``depth`` chunks per query; hits scoring 0 (no query term matched, or masked out by a metadata

@@ -22,6 +22,7 @@ from ragbench.data.dataset import Dataset
 from ragbench.data.holdout import HELDOUT_PREFIX, holdout_split
 from ragbench.embedding.embed import model_key
 from ragbench.evaluation.ann import ann_fidelity
+from ragbench.evaluation.cost import serving_latency, size_measures
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.metrics import aggregate, document_depth, evaluate_per_query
@@ -137,6 +138,9 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
                            ef_values=af.ef_values, depth=max(dense.depth, af.k), configured_ef=dense.hnsw_ef)
         configured = ann.filter(pl.col("configured"))
         level[f"ann_recall_vs_exact@{af.k}"] = 1.0 if dense.exact else float(configured["recall_vs_exact"][0])
+    if not held_out:  # what the config costs: latency on the serving path, index size, memory, embedding time
+        level.update(serving_latency(run_config, ds, inputs.resources))
+        level.update(size_measures(run_config, inputs.resources, inputs.embed_seconds))
     per_query = per_query.select("query_id", "query_class", "measure", "value")
     result = ConfigResult(
         config_id=run_config.config_id, name=run_config.name, spec=run_config.spec(),

@@ -35,6 +35,7 @@ from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts, embedding_window_statistics
+from ragbench.evaluation.cost import embed_seconds_estimate
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
 from ragbench.generation.llm.context import ChunkTexts, ContextSpec
@@ -127,6 +128,7 @@ class _Sweep:
         self.embed_stats: list[EmbedStats] = []
         self.query_vectors: dict[str, np.ndarray] = {}
         self.rerankers: dict[str, object] = {}
+        self.query_encodings: dict[str, dict] = {}  # serving latency: each query embedded once per model
         gen = cfg.generation
         self.generator = Generator(gen, settings) if gen is not None and gen.enabled else None
         # query rewrites use the generation endpoint (its defaults when the config has no generation: section)
@@ -393,10 +395,14 @@ class _Sweep:
                     plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"].to_list(),
                                                                             emb)
                 stats = {**stats, **plan.windows[emb.spec_id]}
+                if emb.spec_id not in plan.embed_seconds:
+                    plan.embed_seconds[emb.spec_id] = embed_seconds_estimate(plan.chunks["index_text"].to_list(),
+                                                                             emb)
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
-                                       rerankers=self.rerankers,
+                                       rerankers=self.rerankers, query_encodings=self.query_encodings,
                                        llm=self.query_llm.rewrite_llm if self.query_llm is not None else None)
-        inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok])
+        inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok],
+                              plan.embed_seconds.get(emb.spec_id, 0.0) if emb is not None else 0.0)
         if emb is None:
             return inputs
         retrieval.index, retrieval.collection = self.index, collection

@@ -62,6 +62,7 @@ class ChunkerPlan:
     tokens: dict[str, tuple[dict[str, int], dict[str, float]]] = field(default_factory=dict)
     context_texts: dict[str, ChunkTexts] = field(default_factory=dict)
     windows: dict[str, dict[str, float]] = field(default_factory=dict)
+    embed_seconds: dict[str, float] = field(default_factory=dict)  # per embedder: estimated cost of its chunks
     bm25: dict[str, object] = field(default_factory=dict)
     collections: dict[str, str | Exception] = field(default_factory=dict)
 
@@ -76,3 +77,4 @@ class ConfigInputs:
     chunk_stats: dict[str, float]
     generator: object | None = None
     context_texts: ChunkTexts | None = None  # per-chunk context work shared by the chunker's configs
+    embed_seconds: float = 0.0  # estimated seconds to embed the chunks from scratch (ragbench.evaluation.cost)

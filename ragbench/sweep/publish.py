@@ -81,10 +81,26 @@ def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Sett
         best_metrics=store.config_means(report.sweep_id, best),
         tied_with_best=[report.label_of(c) for c in report.tied_with_best], description=description,
         primary=report.primary)
+    _log_costs(tracker, report)
     if config_plots:
         _plot_configs(tracker, report)
     log.info("MLflow: sweep %s summarized on run %s", report.sweep_id, url)
     return url
+
+
+def _log_costs(tracker, report: SweepReport) -> None:
+    """On the parent run: the cost table with the Pareto front (``report/pareto.json``, an MLflow table), the
+    front and the cheapest config tied with the best as tags (``ragbench.pareto_front``,
+    ``ragbench.cheapest_tied_with_best``)."""
+    costs = report.costs
+    if costs is None or costs.is_empty():
+        return
+    run_id = report.mlflow_run_id
+    tracker.client.log_table(run_id, data=costs.to_pandas(), artifact_file="report/pareto.json")
+    front = costs.filter(pl.col("on_front"))["label"].to_list()
+    cheapest = costs.filter(pl.col("cheapest_tied"))["label"].to_list()
+    tracker.client.set_tag(run_id, "ragbench.pareto_front", "; ".join(front)[:5000] or "none")
+    tracker.client.set_tag(run_id, "ragbench.cheapest_tied_with_best", cheapest[0] if cheapest else "none")
 
 
 def _plot_configs(tracker, report: SweepReport) -> None:

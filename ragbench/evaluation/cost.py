@@ -1,0 +1,125 @@
+"""What a config costs to serve and to build: per-query latency on the serving path, index size, vector memory.
+
+Config-level measures (one value per config; they rank nothing, the report's Pareto front weighs them against the
+primary measure):
+
+* ``latency_p50_ms``, ``latency_p95_ms``: wall milliseconds per query, each query alone, through the path
+  :class:`~ragbench.promotion.serving.ProductionRetriever` serves: the query text embedded by the model (not read
+  from the vector cache; no embedder for BM25), then :func:`ragbench.retrieval.retrieve` on that one query (first
+  stage, fusion, rerank, small-to-big, filter). On a seeded sample of at most :data:`LATENCY_SAMPLE` queries, after
+  :data:`LATENCY_WARMUP` untimed queries (model and index warm, as a serving process is); percentiles by numpy's
+  default linear interpolation. A query's embedding time depends on the model only: it is measured once per model
+  and query in a sweep (``RetrievalResources.query_encodings``, by the first config that needs it) and added to
+  every config's retrieval time for that query. Machine-dependent: compare configs of one sweep, not sweeps of two
+  machines.
+* ``index_bytes``: the index on disk: the bytes allocated to the Qdrant collection folder(s) of a dense or hybrid config (Qdrant Edge;
+  NaN on a Qdrant server, which ragbench cannot measure), plus the bm25s index as ``bm25s.BM25.save`` writes it
+  (score matrix, vocabulary, parameters) for a config that searches bm25s.
+* ``vector_bytes``: dense vectors held for search, chunks x dimension x 4 bytes (float32); 0 for BM25.
+* ``memory_bytes``: ``vector_bytes`` + the bm25s index bytes: what the config keeps in memory to answer (HNSW
+  links and payloads excluded). The Pareto front uses this.
+* ``embed_seconds``: estimated seconds to embed all of the config's chunks from scratch on this machine (see
+  :func:`embed_seconds_estimate`); 0 for BM25. An estimate, so a rerun served from the vector cache reports the
+  same cost instead of 0.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from ragbench.data.dataset import Dataset
+from ragbench.retrieval import RetrievalResources, retrieve
+from ragbench.retrieval.bm25 import BM25Params, BM25Retriever, bm25_index
+from ragbench.retrieval.hybrid import HybridRetriever
+
+LATENCY_SAMPLE = 50
+LATENCY_WARMUP = 1
+EMBED_SAMPLE = 32
+COST_MEASURES = ("latency_p50_ms", "latency_p95_ms", "index_bytes", "vector_bytes", "memory_bytes",
+                 "embed_seconds")
+
+
+def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample: int = LATENCY_SAMPLE,
+                    warmup: int = LATENCY_WARMUP, seed: int = 0) -> dict[str, float]:
+    """``latency_p50_ms`` and ``latency_p95_ms`` of ``run_config`` (definition in the module docstring)."""
+    from ragbench.embedding.embed import encode_uncached
+
+    ids = sorted(ds.queries["query_id"].to_list())
+    if not ids:
+        return {}
+    picked = random.Random(seed).sample(ids, min(sample, len(ids)))
+    texts = dict(zip(ds.queries["query_id"], ds.queries["text"]))
+    emb = run_config.embedder
+    encoded = res.query_encodings.setdefault(emb.spec_id, {}) if emb is not None else {}
+    order = picked[:warmup] + picked  # the warm-up queries are asked again, timed
+    ms = []
+    for i, qid in enumerate(order):
+        one = replace(ds, queries=ds.queries.filter(ds.queries["query_id"] == qid))
+        text, encode_ms, mine = texts[qid], 0.0, res
+        if emb is not None:
+            if i >= warmup and text in encoded:  # embedded (and timed) for an earlier config of this model
+                encode_ms, vector = encoded[text]
+            else:
+                t0 = time.perf_counter()
+                vector = encode_uncached([text], emb, "query")
+                encode_ms = 1000 * (time.perf_counter() - t0)
+                if i >= warmup:
+                    encoded[text] = (encode_ms, vector)
+            mine = replace(res, query_vectors=vector)
+        t0 = time.perf_counter()
+        retrieve(run_config, one, mine)
+        if i >= warmup:
+            ms.append(encode_ms + 1000 * (time.perf_counter() - t0))
+    return {"latency_p50_ms": float(np.percentile(ms, 50)), "latency_p95_ms": float(np.percentile(ms, 95))}
+
+
+def bm25_params_of(retriever) -> BM25Params | None:
+    """The bm25s parameters a retriever searches with, None when it searches no bm25s index."""
+    if isinstance(retriever, BM25Retriever):
+        return retriever
+    if isinstance(retriever, HybridRetriever) and retriever.engine == "library":
+        return retriever.bm25
+    return None
+
+
+def folder_bytes(path: Path) -> int:
+    """Bytes allocated on disk to the files under ``path``, as ``du`` counts them (0 when it does not exist): not
+    their apparent size, since Qdrant preallocates its write-ahead log as sparse files (132 MB apparent, 0.2 MB
+    allocated for a 10-point demo collection)."""
+    path = Path(path)
+    return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def size_measures(run_config, res: RetrievalResources, embed_seconds: float = 0.0) -> dict[str, float]:
+    """``index_bytes``, ``vector_bytes``, ``memory_bytes`` and ``embed_seconds`` of one config (definitions in
+    the module docstring); ``embed_seconds`` is passed through (0 without an embedder)."""
+    params = bm25_params_of(run_config.retriever)
+    bm25 = float(bm25_index(res, params).disk_bytes()) if params is not None else 0.0
+    vectors = 0.0
+    index = 0.0
+    if run_config.embedder is not None and res.query_vectors is not None:
+        vectors = float(res.chunks.height * res.query_vectors.shape[1] * 4)
+        for name in {res.collection, res.hybrid_collection} - {None}:
+            root = getattr(res.index, "root", None)
+            index += folder_bytes(Path(root) / name) if root is not None else float("nan")
+    return {"index_bytes": index + bm25, "vector_bytes": vectors, "memory_bytes": vectors + bm25,
+            "embed_seconds": float(embed_seconds) if run_config.embedder is not None else 0.0}
+
+
+def embed_seconds_estimate(texts: list[str], embedder, *, sample: int = EMBED_SAMPLE, seed: int = 0) -> float:
+    """Seconds to embed all ``texts`` as documents from scratch: a seeded sample of at most ``sample`` of them
+    encoded without the cache (after an untimed warm-up on the first), seconds per text x ``len(texts)``."""
+    from ragbench.embedding.embed import encode_uncached
+
+    if not texts:
+        return 0.0
+    picked = random.Random(seed).sample(texts, min(sample, len(texts)))
+    encode_uncached(picked[:1], embedder, "document")
+    t0 = time.perf_counter()
+    encode_uncached(picked, embedder, "document")
+    return (time.perf_counter() - t0) / len(picked) * len(texts)

@@ -1,0 +1,152 @@
+"""Quality against cost: the Pareto front of a sweep and the cheapest config tied with the best.
+
+Every config carries cost measures (:mod:`ragbench.evaluation.cost`): ``latency_p50_ms``, ``latency_p95_ms``,
+``index_bytes``, ``vector_bytes``, ``memory_bytes``, ``embed_seconds``. The front weighs three objectives: the
+primary measure (higher is better), ``latency_p95_ms`` and ``memory_bytes`` (lower is better).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from ragbench.core.measures import MeasureMap
+
+#: cost measures of a config, in the order tables show them
+COST_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_bytes", "vector_bytes", "memory_bytes", "embed_seconds")
+#: the objectives the front minimises beside the primary measure
+MINIMIZED = ("latency_p95_ms", "memory_bytes")
+
+
+def pareto_front(points: pl.DataFrame, maximize: Sequence[str] = (), minimize: Sequence[str] = ()) -> list[bool]:
+    """Which rows of ``points`` are on the Pareto front of the objectives ``maximize`` (higher is better) and
+    ``minimize`` (lower is better).
+
+    Dominance: row *a* dominates row *b* when *a* is at least as good as *b* on every objective and strictly
+    better on at least one. A row is on the front when no other row dominates it. Rows equal on every objective
+    do not dominate each other, so duplicates are on the front together or off it together. A row with a missing
+    (null or NaN) objective cannot be compared: it is off the front and dominates nothing.
+    """
+    cols = [*maximize, *minimize]
+    if not cols:
+        raise ValueError("pareto_front needs at least one objective")
+    signs = [1.0] * len(maximize) + [-1.0] * len(minimize)  # turn every objective into "higher is better"
+    rows = [[None if v is None or (isinstance(v, float) and math.isnan(v)) else s * float(v)
+             for v, s in zip(r, signs)] for r in points.select(cols).iter_rows()]
+    complete = [all(v is not None for v in r) for r in rows]
+    on_front = []
+    for i, a in enumerate(rows):
+        if not complete[i]:
+            on_front.append(False)
+            continue
+        dominated = any(complete[j] and all(x >= y for x, y in zip(b, a)) and any(x > y for x, y in zip(b, a))
+                        for j, b in enumerate(rows) if j != i)
+        on_front.append(not dominated)
+    return on_front
+
+
+def cost_table(primary: str, primary_means: Mapping[str, float], tied: set[str],
+               metrics: Mapping[str, MeasureMap], labels: Mapping[str, str]) -> pl.DataFrame:
+    """One row per ranked config (``primary_means``: config id -> mean, best first): ``config_id, label,
+    primary, <COST_COLUMNS>, tied_with_best`` (the best included), ``on_front`` (:func:`pareto_front` of the
+    primary, ``latency_p95_ms`` and ``memory_bytes``) and ``cheapest_tied`` (:func:`cheapest_tied`)."""
+    rows = [{"config_id": cid, "label": labels.get(cid, cid), "primary": mean,
+             **{c: metrics.get(cid, MeasureMap()).get(c, math.nan) for c in COST_COLUMNS},
+             "tied_with_best": cid in tied} for cid, mean in primary_means.items()]
+    schema = {"config_id": pl.String, "label": pl.String, "primary": pl.Float64,
+              **{c: pl.Float64 for c in COST_COLUMNS}, "tied_with_best": pl.Boolean}
+    table = pl.DataFrame(rows, schema=schema)
+    table = table.with_columns(pl.Series("on_front", pareto_front(table, ["primary"], MINIMIZED), pl.Boolean))
+    cheapest = cheapest_tied(table)
+    return table.with_columns((pl.col("config_id") == (cheapest or "")).alias("cheapest_tied"))
+
+
+def cheapest_tied(table: pl.DataFrame) -> str | None:
+    """Among the configs tied with the best on the primary measure (the best included), the one with the lowest
+    ``latency_p95_ms``, then the lowest ``memory_bytes``, then the higher primary mean; None when none has a
+    latency (results stored before cost measures existed)."""
+    tied = table.filter(pl.col("tied_with_best") & pl.col("latency_p95_ms").is_not_nan()
+                        & pl.col("latency_p95_ms").is_not_null())
+    if tied.is_empty():
+        return None
+    return tied.sort(["latency_p95_ms", "memory_bytes", "primary", "config_id"],
+                     descending=[False, False, True, False], nulls_last=True)["config_id"][0]
+
+
+def human_bytes(n: float) -> str:
+    """``1.5 MB`` style (powers of 1024), ``–`` for NaN."""
+    if n is None or n != n:
+        return "–"
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _ms(v: float) -> str:
+    return "–" if v is None or v != v else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
+
+
+def cost_summary(table: pl.DataFrame | None, primary: str) -> list[str]:
+    """Two lines for people: the front, and the cheapest config tied with the best (or why there is none)."""
+    if table is None or table.is_empty():
+        return []
+    if table["latency_p95_ms"].is_nan().all():
+        return ["Cost: no latency stored for these configs (evaluated before cost measures existed; --fresh)."]
+    front = table.filter(pl.col("on_front"))
+    lines = [f"Pareto front ({primary} ↑, p95 latency ↓, memory ↓): "
+             + "; ".join(f"{r['label']} ({r['primary']:.4f}, {_ms(r['latency_p95_ms'])} ms, "
+                         f"{human_bytes(r['memory_bytes'])})" for r in front.iter_rows(named=True))]
+    cheap = table.filter(pl.col("cheapest_tied"))
+    if cheap.height:
+        r = cheap.row(0, named=True)
+        lines.append(f"Cheapest config tied with the best: {r['label']} ({primary} {r['primary']:.4f}, p95 "
+                     f"{_ms(r['latency_p95_ms'])} ms, memory {human_bytes(r['memory_bytes'])})")
+    return lines
+
+
+def cost_markdown(table: pl.DataFrame | None, primary: str) -> list[str]:
+    """The cost table as markdown lines (front marked), after :func:`cost_summary`."""
+    if table is None or table.is_empty():
+        return []
+    out = [*(f"**{line}**" if i else line for i, line in enumerate(cost_summary(table, primary))), "",
+           f"| config | {primary} | p50 ms | p95 ms | index | vectors | embed s | front |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in table.iter_rows(named=True):
+        mark = "◆" if r["on_front"] else ""
+        out.append(f"| {r['label']}{' (cheapest tied)' if r['cheapest_tied'] else ''} | {r['primary']:.4f} | "
+                   f"{_ms(r['latency_p50_ms'])} | {_ms(r['latency_p95_ms'])} | {human_bytes(r['index_bytes'])} | "
+                   f"{human_bytes(r['vector_bytes'])} | {_ms(r['embed_seconds'])} | {mark} |")
+    return out
+
+
+def cost_html(table: pl.DataFrame | None, primary: str) -> list[str]:
+    """The HTML section "Cost and the Pareto front"."""
+    if table is None or table.is_empty():
+        return []
+    e = html.escape
+    parts = ["<h2>Cost and the Pareto front</h2>"]
+    parts += [f"<p class='legend'>{e(line)}</p>" for line in cost_summary(table, primary)]
+    parts.append(f"<table id='cost'><tr><th>config</th><th class='num'>{e(primary)}</th><th class='num'>p50 ms"
+                 "</th><th class='num'>p95 ms</th><th class='num'>index on disk</th><th class='num'>vector memory"
+                 "</th><th class='num'>memory</th><th class='num'>embed s</th><th>front</th></tr>")
+    for r in table.iter_rows(named=True):
+        cls = "best" if r["cheapest_tied"] else ("tied" if r["on_front"] else "")
+        note = " <b>(cheapest tied with the best)</b>" if r["cheapest_tied"] else ""
+        parts.append(f"<tr class='{cls}'><td>{e(r['label'])}{note}</td><td class='num'>{r['primary']:.4f}</td>"
+                     f"<td class='num'>{_ms(r['latency_p50_ms'])}</td>"
+                     f"<td class='num'>{_ms(r['latency_p95_ms'])}</td>"
+                     f"<td class='num'>{human_bytes(r['index_bytes'])}</td>"
+                     f"<td class='num'>{human_bytes(r['vector_bytes'])}</td>"
+                     f"<td class='num'>{human_bytes(r['memory_bytes'])}</td>"
+                     f"<td class='num'>{_ms(r['embed_seconds'])}</td><td>{'◆' if r['on_front'] else ''}</td></tr>")
+    parts.append("<p class='muted'>Latency: each query alone on the serving path (query embedded by the model, "
+                 "then retrieval), p50/p95 over a seeded sample of at most 50 queries after a warm-up. Memory: "
+                 "dense vectors (chunks × dim × 4 bytes) plus the bm25s index. ◆: on the Pareto front (no other "
+                 "config is at least as good on the primary, p95 latency and memory and better on one). Embed s: "
+                 "estimated seconds to embed the chunks from scratch.</p>")
+    return parts
