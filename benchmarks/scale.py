@@ -151,7 +151,7 @@ def run_size(n: int, work: Path, seed: int) -> dict:
     data = build_distractor_corpus(work / f"data-{n}", n, seed)
     build_s = time.perf_counter() - t0
     home = work / f"home-{n}"
-    env = {**os.environ, "RAGBENCH_PROGRESS": "0"}
+    env = {**os.environ, "RAGBENCH_PROGRESS": "0", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, __file__, "--child", str(n), "--data", str(data), "--home", str(home)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(work / f"log-{n}.txt", "w"))
     out = proc.stdout.read().decode()  # read before wait: a full pipe would block the child

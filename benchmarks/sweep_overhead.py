@@ -30,6 +30,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's ragbench (children get it through PYTHONPATH)
 SCIFACT = (ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
 RAGBENCH = Path(sys.executable).with_name("ragbench")
 
@@ -69,7 +70,7 @@ def timed_process(cmd: list[str], env: dict | None = None) -> tuple[float, float
     """(seconds to exit, seconds to the first line on stdout or stderr, all output) of one process."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "RAGBENCH_PROGRESS": "0", **(env or {})})
+                            env={**os.environ, "RAGBENCH_PROGRESS": "0", "PYTHONPATH": str(ROOT), **(env or {})})
     first = proc.stdout.readline()
     t_first = time.perf_counter() - t0
     out = (first + proc.stdout.read()).decode(errors="replace")
