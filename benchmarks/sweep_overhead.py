@@ -66,15 +66,22 @@ print(f"RUN_SWEEP {t1 - t0:.3f} {result.vectors_computed}", flush=True)
 """
 
 
-def timed_process(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """(seconds to exit, seconds to the first line on stdout or stderr, all output) of one process."""
+CPU: dict[str, list[float]] = {}  # label -> CPU seconds (user + system, kernel rusage) of each timed process
+
+
+def timed_process(cmd: list[str], env: dict | None = None, label: str = "") -> tuple[float, float, str]:
+    """(seconds to exit, seconds to the first line on stdout or stderr, all output) of one process; its CPU
+    seconds go to ``CPU[label]``."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={**os.environ, "RAGBENCH_PROGRESS": "0", "PYTHONPATH": str(ROOT), **(env or {})})
     first = proc.stdout.readline()
     t_first = time.perf_counter() - t0
     out = (first + proc.stdout.read()).decode(errors="replace")
-    if proc.wait() != 0:
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    CPU.setdefault(label, []).append(usage.ru_utime + usage.ru_stime)
+    if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out[-3000:]}")
     return time.perf_counter() - t0, t_first, out
 
@@ -110,17 +117,20 @@ def main() -> None:
 
         raws, colds, cold_inner = [], [], []
         for i in range(args.pairs):
-            secs, _, _ = timed_process([sys.executable, str(work / "raw.py"), str(work / "texts.json"), args.model])
+            secs, _, _ = timed_process([sys.executable, str(work / "raw.py"), str(work / "texts.json"), args.model],
+                                        label="raw")
             raws.append(secs)
             print(f"  raw encode {i + 1}: {secs:.1f} s", flush=True)
             home = work / f"home-{i}"
-            secs, _, out = timed_process([sys.executable, str(work / "sweep_child.py"), str(cfg), str(home)])
+            secs, _, out = timed_process([sys.executable, str(work / "sweep_child.py"), str(cfg), str(home)],
+                                         label="cold")
             inner = float(out.split("RUN_SWEEP ")[1].split()[0])
             colds.append(secs)
             cold_inner.append(inner)
             print(f"  cold sweep {i + 1}: {secs:.1f} s (run_sweep {inner:.1f} s)", flush=True)
         home = work / "home-0"
-        warm, _, out = timed_process([sys.executable, str(work / "sweep_child.py"), str(cfg), str(home)])
+        warm, _, out = timed_process([sys.executable, str(work / "sweep_child.py"), str(cfg), str(home)],
+                                     label="warm")
         warm_inner = float(out.split("RUN_SWEEP ")[1].split()[0])
         print(f"  warm sweep: {warm:.1f} s (run_sweep {warm_inner:.2f} s)", flush=True)
         local, local_first, _ = timed_process([str(RAGBENCH), "sweep", str(cfg), "--orchestrator", "local",
@@ -139,6 +149,9 @@ def main() -> None:
     raw, cold = statistics.median(raws), statistics.median(colds)
     print(f"\ncold / raw   = {cold:.1f} / {raw:.1f} s = {cold / raw:.2f}   (target <= 1.10, local runner)")
     print(f"warm / cold  = {warm:.1f} / {cold:.1f} s = {warm / cold:.3f}  (target <= 0.03; whole processes)")
+    c_raw, c_cold, c_warm = (statistics.median(CPU[k]) for k in ("raw", "cold", "warm"))
+    print(f"CPU seconds (load-independent): cold / raw = {c_cold:.1f} / {c_raw:.1f} = {c_cold / c_raw:.2f}, "
+          f"warm / cold = {c_warm:.1f} / {c_cold:.1f} = {c_warm / c_cold:.3f}")
     print(f"             run_sweep only: {warm_inner:.2f} / {statistics.median(cold_inner):.1f} s = "
           f"{warm_inner / statistics.median(cold_inner):.3f}")
     if prefect:
