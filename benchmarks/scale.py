@@ -206,7 +206,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000], help="chunks per corpus")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workdir", type=Path, help="temp folder (default: the system's); needs ~3 GB per 100k chunks")
+    ap.add_argument("--workdir", type=Path, help="temp folder (default: the system's); needs ~0.5 GB per 100k chunks")
     ap.add_argument("--json", type=Path, help="also write the measured rows here")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
