@@ -116,3 +116,16 @@ def test_embedding_windows_of_the_packaged_models():
     prompted = embedding_window_statistics(["word " * 250], EmbedderSpec(model="all-MiniLM-L6-v2",
                                                                          document_prompt="passage: " * 4))
     assert prompted["chunks_over_embed_window"] == 1.0                   # the prompt is read first and counts
+
+
+def test_embedding_window_statistics_skip_counting_when_nothing_is_cut(monkeypatch):
+    """A static model reads every token: its window statistics need no tokenizer pass over the corpus."""
+    from ragbench.embedding import embed
+    from ragbench.embedding.spec import EmbedderSpec
+
+    def no_counting(*_):
+        raise AssertionError("tokenized the corpus")
+
+    monkeypatch.setattr(embed, "count_tokens", no_counting)
+    st = embed.embedding_window_statistics(["word " * 300, "short text"], EmbedderSpec(model="static-retrieval-m2v"))
+    assert math.isnan(st["embed_window_tokens"]) and st["tokens_never_embedded"] == 0

@@ -24,6 +24,15 @@ def test_token_counts_of_the_fixture():
     assert count_tokens([t for _, t in C], "all-MiniLM-L6-v2") == [5, 5, 5, 5, 5]
 
 
+def test_token_counts_across_encode_batches(monkeypatch):
+    """count_tokens encodes in batches (bounded memory): every text is counted once, in order, across batches."""
+    from ragbench.core import models
+
+    texts = [t for _, t in C] + ["one", "one two", "", "red green blue"]
+    monkeypatch.setattr(models, "COUNT_BATCH", 3)
+    assert count_tokens(texts, "all-MiniLM-L6-v2") == [5, 5, 5, 5, 5, 1, 2, 0, 3]
+
+
 def test_numbering_and_prompt_layout():
     ctx = build_context("  What colour?  ", C[:2], ContextSpec(k=5, token_budget=None))
     assert ctx.context == "[1] one two three four five\n\n[2] red green blue black white"

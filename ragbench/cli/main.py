@@ -122,7 +122,10 @@ def sweep(
     came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. Exit code 1 when any
     config failed, 2 on invalid input.
     """
-    console.print(f"starting sweep {config} …", highlight=False)  # at once: the imports below take seconds
+    import ragbench.cli
+
+    if not ragbench.cli.ANNOUNCED:  # at once: the imports below take seconds
+        console.print(f"starting sweep {config} …", highlight=False)
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers

@@ -49,10 +49,16 @@ def embedding_window(spec: EmbedderSpec) -> int | None:
 
 def embedding_window_statistics(texts: list[str], spec: EmbedderSpec) -> dict[str, float]:
     """:func:`ragbench.chunking.stats.window_statistics` of document ``texts`` as this embedder sees them (document
-    prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with."""
+    prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with. A model that reads
+    every token (no window) is not tokenized: the counts would not change the result, and on a static model that
+    pass cost more CPU than the embedding itself (benchmarks/scale.py)."""
     try:
+        window = embedding_window(spec)
+        if window is None:
+            load_tokenizer(spec.model)  # same answer as before for a model without a local tokenizer: {}
+            return window_statistics([0] * len(texts), None)
         counts = count_tokens([spec.document_prompt + t for t in texts], spec.model)
-        return window_statistics(counts, embedding_window(spec))
+        return window_statistics(counts, window)
     except ModelError:
         return {}
 
