@@ -146,11 +146,12 @@ def train_model(base: str, pairs: list[tuple[str, str]], ft: FinetuneSpec, out: 
     steps = sum(len(e) for e in epochs)
     optimizer = torch.optim.AdamW(model.parameters(), lr=ft.learning_rate)
     schedule = get_linear_schedule_with_warmup(optimizer, max(1, steps // 10), max(1, steps))
+    encode = getattr(model, "preprocess", None) or model.tokenize  # tokenize: sentence-transformers < 6
     model.train()
     t0, losses = time.perf_counter(), []
     for batches in epochs:
         for batch in batches:
-            features = [model.tokenize([q for q, _ in batch]), model.tokenize([d for _, d in batch])]
+            features = [encode([q for q, _ in batch]), encode([d for _, d in batch])]
             value = loss(features, None)
             value.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
