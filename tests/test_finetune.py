@@ -131,3 +131,24 @@ def test_the_trained_model_is_stored_by_content_hash_and_reused(ft_sweep, monkey
     pairs = [("a", "b"), ("c", "d")]
     assert finetune_key(spec(), pairs) != finetune_key(spec(), pairs[:1])  # training data is in the hash
     assert finetune_key(spec(), pairs) != finetune_key(spec(epochs=2), pairs)  # and the settings
+
+
+def test_a_promoted_finetuned_config_serves_what_was_evaluated(ft_sweep):
+    import duckdb
+
+    from ragbench.core.settings import Settings
+    from ragbench.promotion.serving import ProductionRetriever
+
+    root, home, result = ft_sweep
+    configure_model_store(None)  # serving finds the model in the home by itself
+    o = next(o for o in result.outcomes if o.spec["embedder"]["model"].startswith("finetuned:"))
+    question = next(json.loads(line)["text"] for line in (root / "queries.jsonl").read_text().splitlines()
+                    if json.loads(line)["_id"] == "q01")
+    served = ProductionRetriever.from_config(o.spec, result.dataset_fingerprint, Settings(home=home))
+    got = served.search([question], 5)["chunk_id"].to_list()
+    served.close()
+    con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
+    stored = [c for (c,) in con.execute("SELECT chunk_id FROM rankings WHERE config_id = ? AND query_id = 'q01' "
+                                        "ORDER BY rank LIMIT 5", [o.config_id]).fetchall()]
+    con.close()
+    assert got == stored

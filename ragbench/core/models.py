@@ -46,8 +46,10 @@ def configure_revision_memo(path: Path | None) -> None:
 def configure_model_store(path: Path | None) -> None:
     """Resolve ``finetuned:<hash>`` names to ``path/<hash>`` (a home's ``models/`` folder)."""
     global _model_store
-    _model_store = Path(path) if path is not None else None
-    resolve_model.cache_clear()
+    new = Path(path) if path is not None else None
+    if new != _model_store:
+        _model_store = new
+        resolve_model.cache_clear()
 
 
 def _gt_minilm() -> Path:

@@ -17,7 +17,15 @@ from ragbench.chunking.stats import window_statistics
 from ragbench.core.cache import EmbedStats, VectorCache
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import text_hash
-from ragbench.core.models import count_tokens, load_sentence_transformer, load_tokenizer, resolve_device, resolve_model
+from ragbench.core.models import (
+    FINETUNED_PREFIX,
+    configure_model_store,
+    count_tokens,
+    load_sentence_transformer,
+    load_tokenizer,
+    resolve_device,
+    resolve_model,
+)
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
 from ragbench.core.workers import InProcess, Workers, chunked
@@ -113,6 +121,8 @@ def embed_shard(shard: EmbedShard, on_batch=None) -> int:
     spec = shard.spec
     prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
     device = resolve_device(spec.device)
+    if spec.model.startswith(FINETUNED_PREFIX):  # on a Dask worker too: the home's fine-tuned models
+        configure_model_store(shard.cache_root.parent / "models")
     model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
     batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
     cache = VectorCache(shard.cache_root)
