@@ -100,7 +100,7 @@ output: {{mlflow: false}}
     configure_model_store(None)
 
 
-@pytest.mark.slow  # the module trains and sweeps once (setup 181 s on 2 cores shared with other jobs)
+@pytest.mark.slow  # the module trains and sweeps once (setup 30-180 s on 2 shared cores)
 def test_a_finetuned_embedder_is_trained_and_evaluated_in_a_sweep(ft_sweep):
     root, home, result = ft_sweep
     assert result.n_failed == 0 and len(result.outcomes) == 2
@@ -115,7 +115,7 @@ def test_a_finetuned_embedder_is_trained_and_evaluated_in_a_sweep(ft_sweep):
     assert not (load_sentence_transformer(tuned).encode("What does error NMB-4013 mean?") == base).all()
 
 
-@pytest.mark.slow  # the module trains and sweeps once (setup 181 s on 2 cores shared with other jobs)
+@pytest.mark.slow  # the module trains and sweeps once (setup 30-180 s on 2 shared cores)
 def test_the_trained_model_is_stored_by_content_hash_and_reused(ft_sweep, monkeypatch):
     root, home, result = ft_sweep
     (tuned,) = [o.spec["embedder"]["model"] for o in result.outcomes if o.spec["embedder"]["model"] != "all-MiniLM-L6-v2"]
@@ -135,7 +135,15 @@ def test_the_trained_model_is_stored_by_content_hash_and_reused(ft_sweep, monkey
     assert finetune_key(spec(), pairs) != finetune_key(spec(epochs=2), pairs)  # and the settings
 
 
-@pytest.mark.slow  # the module trains and sweeps once (setup 181 s on 2 cores shared with other jobs)
+def test_an_untrained_finetune_spec_never_embeds_with_the_base_model():
+    from ragbench.core.errors import ModelError
+    from ragbench.embedding.embed import model_key
+
+    with pytest.raises(ModelError, match="refusing to embed with the base model"):
+        model_key(spec())
+
+
+@pytest.mark.slow  # the module trains and sweeps once (setup 30-180 s on 2 shared cores)
 def test_a_promoted_finetuned_config_serves_what_was_evaluated(ft_sweep):
     import duckdb
 

@@ -35,7 +35,11 @@ Role = Literal["query", "document"]
 
 
 def model_key(spec: EmbedderSpec) -> str:
-    """Model id + weights revision (+ sequence length when overridden): the identity of a vector space."""
+    """Model id + weights revision (+ sequence length when overridden): the identity of a vector space. A spec
+    with ``finetune`` names its vectors only once the sweep has swapped in the fine-tuned model (never the base's)."""
+    if spec.finetune is not None and not spec.model.startswith(FINETUNED_PREFIX):
+        raise ModelError(f"embedder {spec.label}: its finetune settings are not applied yet (the sweep trains it "
+                         f"first, ragbench.embedding.finetune.resolve_finetuned); refusing to embed with the base model")
     key = resolve_model(spec.model).key
     return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
 
