@@ -10,6 +10,9 @@ static-retrieval-m2v   tokenlearn-static-model       StaticEmbedding.from_model2
 sre-embedding-model    sre-embedding-model           SentenceTransformer(<package>/model_weights)
 =====================  ============================  ==============================================
 
+``finetuned:<hash>`` names a model fine-tuned by ragbench (:mod:`ragbench.embedding.finetune`), stored in
+``<home>/models/<hash>/`` (the folder :func:`configure_model_store` sets).
+
 Any other name is handed to sentence-transformers unchanged (a local path, or a hub id already in the local
 Hugging Face cache; set ``RAGBENCH_ALLOW_DOWNLOAD=1`` to let it download).
 """
@@ -29,12 +32,24 @@ from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.settings import hub_downloads_allowed
 
 _revision_memo: Path | None = None  # where weight-file hashes are memoised (set by configure_revision_memo)
+_model_store: Path | None = None  # where fine-tuned models live (set by configure_model_store)
+#: model names of fine-tuned models: ``finetuned:<content hash>``
+FINETUNED_PREFIX = "finetuned:"
 
 
 def configure_revision_memo(path: Path | None) -> None:
     """Memoise weight revisions (by size + mtime of the files) in ``path`` (None: in memory only)."""
     global _revision_memo
     _revision_memo = Path(path) if path is not None else None
+
+
+def configure_model_store(path: Path | None) -> None:
+    """Resolve ``finetuned:<hash>`` names to ``path/<hash>`` (a home's ``models/`` folder)."""
+    global _model_store
+    new = Path(path) if path is not None else None
+    if new != _model_store:
+        _model_store = new
+        resolve_model.cache_clear()
 
 
 def _gt_minilm() -> Path:
@@ -115,6 +130,12 @@ def resolve_model(name: str) -> ResolvedModel:
         except ImportError as e:
             raise ModelError(f"model {name!r} needs its package installed: {e}") from None
         return ResolvedModel(canonical, model_id, path, kind, _weights_revision(path))
+    if name.startswith(FINETUNED_PREFIX):
+        folder = _model_store / name[len(FINETUNED_PREFIX):] if _model_store is not None else None
+        if folder is None or not folder.is_dir():
+            raise ModelError(f"fine-tuned model {name!r} is not in {_model_store or 'the home (no models folder set)'}"
+                             f": run the sweep that fine-tunes it (its embedder's finetune settings) first")
+        return ResolvedModel(name, name, folder, "st", _weights_revision(folder))
     local = Path(name).expanduser()
     if local.is_dir():
         return ResolvedModel(name, local.name, local, "st", _weights_revision(local))

@@ -17,7 +17,15 @@ from ragbench.chunking.stats import window_statistics
 from ragbench.core.cache import EmbedStats, VectorCache
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import text_hash
-from ragbench.core.models import count_tokens, load_sentence_transformer, load_tokenizer, resolve_device, resolve_model
+from ragbench.core.models import (
+    FINETUNED_PREFIX,
+    configure_model_store,
+    count_tokens,
+    load_sentence_transformer,
+    load_tokenizer,
+    resolve_device,
+    resolve_model,
+)
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
 from ragbench.core.workers import InProcess, Workers, chunked
@@ -27,7 +35,11 @@ Role = Literal["query", "document"]
 
 
 def model_key(spec: EmbedderSpec) -> str:
-    """Model id + weights revision (+ sequence length when overridden): the identity of a vector space."""
+    """Model id + weights revision (+ sequence length when overridden): the identity of a vector space. A spec
+    with ``finetune`` names its vectors only once the sweep has swapped in the fine-tuned model (never the base's)."""
+    if spec.finetune is not None and not spec.model.startswith(FINETUNED_PREFIX):
+        raise ModelError(f"embedder {spec.label}: its finetune settings are not applied yet (the sweep trains it "
+                         f"first, ragbench.embedding.finetune.resolve_finetuned); refusing to embed with the base model")
     key = resolve_model(spec.model).key
     return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
 
@@ -129,6 +141,8 @@ def embed_shard(shard: EmbedShard, on_batch=None) -> int:
     spec = shard.spec
     prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
     device = resolve_device(spec.device)
+    if spec.model.startswith(FINETUNED_PREFIX):  # on a Dask worker too: the home's fine-tuned models
+        configure_model_store(shard.cache_root.parent / "models")
     model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
     batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
     cache = VectorCache(shard.cache_root)

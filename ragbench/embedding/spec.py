@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from ragbench.core.spec import Spec
+
+
+class FinetuneSpec(Spec):
+    """Fine-tune the embedder on a training split first (see :mod:`ragbench.embedding.finetune`)."""
+
+    split: str = Field("train", description="the dataset split whose queries and relevant documents are trained on")
+    epochs: int = Field(1, gt=0)
+    batch_size: int = Field(32, gt=1, description="pairs per step; the other documents of a batch are negatives")
+    learning_rate: float = Field(2e-5, gt=0)
+    seed: int = 0
+    max_pairs: int | None = Field(None, gt=1, description="train on a seeded sample of this many pairs")
+    leaks: Literal["refuse", "drop"] = Field(
+        "refuse", description="training pairs whose query is an evaluated query or whose document is judged in the "
+        "evaluated split: refuse to train (default), or drop them and train on the rest")
 
 
 class EmbedderSpec(Spec):
@@ -21,6 +35,11 @@ class EmbedderSpec(Spec):
     batch_size: int = Field(64, gt=0)
     max_seq_length: int | None = Field(None, gt=0)
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    finetune: FinetuneSpec | None = Field(None, description="fine-tune the model on the dataset's training split "
+                                          "before evaluating it")
+
+    # added after specs were first hashed: dumped only when set, so existing ids do not change
+    dumped_when_set: ClassVar[tuple[str, ...]] = ("finetune",)
 
     def canonical(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude={"name", "device"})

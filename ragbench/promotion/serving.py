@@ -25,6 +25,7 @@ from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promo
 from ragbench.config import CHUNKERS, RETRIEVERS, DatasetSpec, EmbedderSpec, IndexSpec, RunConfig
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.errors import RagbenchError
+from ragbench.core.models import configure_model_store
 from ragbench.core.schemas import canonical_order
 from ragbench.core.settings import Settings
 
@@ -142,6 +143,7 @@ class ProductionRetriever:
             ``sweeps.spec_json["dataset"]``: lets the chunks be rebuilt if the cache was cleared, and gives the
             document metadata that metadata filters and small-to-big parents need.
         """
+        configure_model_store(Path(settings.home) / "models")  # fine-tuned embedders live in the home
         parsed = parse_config(spec)
         chunks = load_chunks(parsed.chunker, dataset_fingerprint, settings.home, dataset_spec)
         r = parsed.retriever

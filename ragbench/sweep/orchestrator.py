@@ -28,13 +28,14 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
 from ragbench.core.measures import measure_key
-from ragbench.core.models import configure_revision_memo, count_tokens
+from ragbench.core.models import configure_model_store, configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.redact import redact
 from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts, embedding_window_statistics
+from ragbench.embedding.finetune import resolve_finetuned
 from ragbench.evaluation.cost import embed_seconds_estimate
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
@@ -104,6 +105,10 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, *, runner: Sta
     qc = cfg.query_classes
     ds = replace(ds, queries=assign_classes(ds.queries, qc.rules, qc.default, qc.override).select(ds.queries.columns))
     spec_hash = stable_hash(cfg.canonical())
+    configure_model_store(home / "models")
+    if any(e.finetune is not None for e in cfg.embedders):  # train (or reuse) before any config needs the model
+        embedders = runner.run("finetune", resolve_finetuned, list(cfg.embedders), cfg.dataset, ds, home)
+        cfg = cfg.model_copy(update={"embedders": tuple(embedders)})
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
         return _Sweep(cfg, ds, settings, runner, spec_hash, fail_fast, fresh, workers, loaded).run()
 
