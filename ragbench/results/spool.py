@@ -347,8 +347,9 @@ class SweepWriter:
 
     def begin_sweep(self, **begin) -> None:
         """``ResultStore.begin_sweep`` (same arguments), or its row kept in the spool."""
+        kept = {**begin, "spec": redact_obj(begin["spec"])}  # credentials never reach the spool either
         self._write(lambda: self.store.begin_sweep(**begin), lambda: self.spool.update_state(
-            self.sweep_id, begin=begin, experiment=begin.get("experiment")), f"the start of sweep {self.sweep_id} is",
+            self.sweep_id, begin=kept, experiment=begin.get("experiment")), f"the start of sweep {self.sweep_id} is",
             "it is")
 
     def set_sweep_mlflow_run(self, run_id: str) -> None:
