@@ -32,12 +32,12 @@ output: {{mlflow: MLFLOW}}
 """
 N_CONFIGS = 4
 
-#: holds results.duckdb open read-only (as a notebook does) until the file named by argv[2] exists
+#: holds results.duckdb open (read-only as a notebook does, or for writing: argv[3]) until the file argv[2] exists
 HOLDER = """
 import sys, time
 from pathlib import Path
 import duckdb
-con = duckdb.connect(sys.argv[1], read_only=True)
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] == "read-only")
 print("held", flush=True)
 while not Path(sys.argv[2]).exists():
     time.sleep(0.05)
@@ -70,9 +70,9 @@ def _sweep_args(cfg: Path, home: Path) -> list[str]:
             "--no-report"]
 
 
-def _hold(db: Path, release: Path) -> subprocess.Popen:
+def _hold(db: Path, release: Path, mode: str = "read-only") -> subprocess.Popen:
     ResultStore(db)  # the file and its tables exist, as they do when a notebook opens them
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), str(release)], stdout=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), str(release), mode], stdout=subprocess.PIPE,
                               text=True)
     assert holder.stdout.readline().strip() == "held"
     return holder
@@ -101,7 +101,7 @@ def test_a_reader_holding_the_file_spools_results_then_they_are_merged_when_it_f
     holder = _hold(home / "results.duckdb", release)
     sweep = subprocess.Popen(_sweep_args(cfg, home), cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                              text=True, env=clean_env(RAGBENCH_RESULTS_BUSY_WAIT="0.5",
-                                                      RAGBENCH_RESULTS_FINAL_WAIT="120", COLUMNS="1000"))
+                                                      RAGBENCH_RESULTS_FINAL_WAIT="60", COLUMNS="1000"))
     lines = []
     for line in sweep.stderr:  # let go once the first result went to the spool: the rest follows the merge
         lines.append(line)
@@ -129,10 +129,11 @@ def test_a_reader_holding_the_file_spools_results_then_they_are_merged_when_it_f
     assert Spool(home).count() == 0 and not Spool(home).sweep_ids()
 
 
-def test_held_past_the_end_fails_with_results_safe_then_a_plain_rerun_merges_them(tmp_path, clean_run):
+@pytest.mark.parametrize("mode", ["read-only", "read-write"])
+def test_held_past_the_end_fails_with_results_safe_then_a_plain_rerun_merges_them(tmp_path, clean_run, mode):
     home, release = tmp_path / "home", tmp_path / "release"
     cfg = write_config(tmp_path / "s.yaml", SWEEP.replace("MLFLOW", "false"))
-    holder = _hold(home / "results.duckdb", release)
+    holder = _hold(home / "results.duckdb", release, mode)
     env = clean_env(RAGBENCH_RESULTS_BUSY_WAIT="0.5", RAGBENCH_RESULTS_FINAL_WAIT="1", COLUMNS="1000")
     first = subprocess.run(_sweep_args(cfg, home), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     release.touch()
@@ -143,6 +144,9 @@ def test_held_past_the_end_fails_with_results_safe_then_a_plain_rerun_merges_the
     assert f"results.duckdb is still held by pid {holder.pid}" in out and "are safe in" in out
     assert "`ragbench sweep`" in out and "`ragbench doctor --repair` merges them" in out
     assert "Traceback" not in out
+    # a writer shuts readers out too: the sweep then reads nothing and evaluates everything
+    assert ("earlier results cannot be read" in out) == (mode == "read-write")
+    assert out.count(": ndcg_at_10 = ") == N_CONFIGS
     spool = Spool(home)
     [sweep_id] = spool.sweep_ids()
     assert len(spool.entries(sweep_id)) == N_CONFIGS and spool.state(sweep_id)["status"] == "finished"
