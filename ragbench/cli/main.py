@@ -189,8 +189,9 @@ def sweep(
 @app.command()
 def doctor(
     home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,
-    repair: Annotated[bool, typer.Option(help="quarantine damaged cache entries and delete damaged collections; "
-                                              "the next sweep recomputes them")] = False,
+    repair: Annotated[bool, typer.Option(help="quarantine damaged cache entries and delete damaged collections "
+                                              "(the next sweep recomputes them); merge results a sweep kept in "
+                                              "the spool while results.duckdb was busy")] = False,
 ) -> None:
     """Check a home: every cache entry against its checksum, every embedded Qdrant collection against the vector
     cache, the DuckDB results and the MLflow store. Exit code 0 when healthy (or repaired), 1 when problems remain.

@@ -100,7 +100,7 @@ class Spool:
         self.quarantine_root = self.root / ".quarantine"
         self.quarantined: list[Path] = []  # where this instance moved damaged entries
 
-    def _lock(self, sweep_id: str, wait_seconds: float = 60.0):
+    def _lock(self, sweep_id: str, wait_seconds: float = 300.0):
         return file_lock(self.home / "locks" / f"spool-{sweep_id}.lock", f"the spool of sweep {sweep_id}",
                          wait_seconds=wait_seconds)
 
