@@ -243,8 +243,10 @@ def test_an_interrupted_merge_leaves_the_entry_and_a_repeated_one_doubles_nothin
     assert spool.merge(store, "s1") == 1
     once = _rows(db, "s1")
     shutil.copytree(kept, entry.path)
+    (entry.path.parent / ".tmp-c1-killed").mkdir()  # a write killed half-way: incomplete, never merged
     assert spool.merge(store, "s1") == 1
     assert _rows(db, "s1") == once and len(once["configs"]) == 1
+    assert spool.sweep_ids() == [] and not (home / "spool" / "s1").exists()
 
 
 def test_a_damaged_spool_entry_is_quarantined_and_the_good_ones_merged_by_doctor(tmp_path, settings, ragbench_log):

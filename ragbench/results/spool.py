@@ -129,11 +129,18 @@ class Spool:
 
     def entries(self, sweep_id: str) -> list[SpoolEntry]:
         """The sweep's complete entries, oldest first (a later entry of the same config replaces an earlier one)."""
-        folder = self.root / sweep_id
-        if not folder.is_dir():
+        try:
+            listing = list((self.root / sweep_id).iterdir())
+        except (FileNotFoundError, NotADirectoryError):  # nothing spooled, or merged and removed meanwhile
             return []
-        found = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")]
-        return [SpoolEntry(p, sweep_id) for p in sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))]
+        found: list[tuple[int, str, Path]] = []
+        for p in listing:
+            try:  # another process may merge (move) it meanwhile: then it is not pending any more
+                if p.is_dir() and not p.name.startswith("."):
+                    found.append((p.stat().st_mtime_ns, p.name, p))
+            except FileNotFoundError:
+                continue
+        return [SpoolEntry(p, sweep_id) for _, _, p in sorted(found)]
 
     def pending(self, sweep_id: str) -> bool:
         """Whether the sweep has anything waiting to be merged."""
@@ -262,14 +269,21 @@ class Spool:
                                    fields["dataset_fingerprint"], fields["error"], store, tracker, parent_run)
                 else:
                     store.write_k_sweep(sweep_id, fields["config_id"], tables["k_sweep"])
-                shutil.rmtree(entry.path)  # committed: only now may the spooled copy go
+                # committed: only now may the spooled copy go (renamed first, so a kill mid-delete leaves no
+                # half entry that would look damaged)
+                gone = entry.path.with_name(f".merged-{entry.name}")
+                os.rename(entry.path, gone)
+                shutil.rmtree(gone)
                 merged += 1
             if state.get("status"):
                 store.finish_sweep(sweep_id, state["status"])
             (self.root / sweep_id / SWEEP_STATE).unlink(missing_ok=True)
+            # no write is in progress while we hold the lock: these are from writes or merges that were killed
+            for leftover in (self.root / sweep_id).glob(".*"):
+                shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
             try:
                 (self.root / sweep_id).rmdir()
-            except OSError:  # something was spooled meanwhile, or a temporary folder of a crashed write
+            except OSError:  # something was spooled meanwhile
                 pass
         if merged:
             log.info("spool: merged %d spooled result(s) of sweep %s into %s", merged, sweep_id, store.path.name)
