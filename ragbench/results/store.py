@@ -19,8 +19,9 @@ methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` 
 for people and tests, not for library code.
 
 DuckDB allows one writing process per file and blocks even readers while it is held, so the store opens a
-connection only for each short transaction and retries while another process holds the file. A config's rows are
-replaced in one transaction: rerunning or resuming never duplicates them.
+connection only for each short transaction and retries while another process holds the file (a sweep waits only
+briefly, then keeps its results in the spool, :mod:`ragbench.results.spool`). A config's rows are replaced in one
+transaction: rerunning or resuming never duplicates them.
 """
 
 from __future__ import annotations
