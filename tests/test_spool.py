@@ -44,7 +44,8 @@ while not Path(sys.argv[2]).exists():
 con.close()
 """
 
-#: the columns that differ between two runs by construction (ids, clocks, measured timings)
+#: the columns that differ between two runs by construction (ids, clocks, measured timings); measures of
+#: wall-clock time (latency_p50_ms, ...) are left out of the comparison too
 VOLATILE = {"sweep_id", "finished_at", "mlflow_run_id", "reused_from", "retrieval_ms_per_query"}
 
 
@@ -57,7 +58,8 @@ def _rows(db: Path, sweep_id: str | None = None) -> dict[str, list[tuple]]:
         out = {}
         for table in (*PER_CONFIG_TABLES, "configs"):
             cols = [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall() if r[0] not in VOLATILE]
-            rows = con.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE sweep_id = ? ORDER BY ALL",
+            timed = " AND NOT regexp_matches(measure, '(latency|_ms)')" if "measure" in cols else ""
+            rows = con.execute(f"SELECT {', '.join(cols)} FROM {table} WHERE sweep_id = ?{timed} ORDER BY ALL",
                                [sweep_id]).fetchall()
             out[table] = [tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in r) for r in rows]
         return out
