@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ragbench.cli.options import Format
-from ragbench.core.errors import RagbenchError
+from ragbench.core.errors import RagbenchError, ResultsSpooledError
 from ragbench.core.progress import console, stdout
 from ragbench.core.redact import redact
 
@@ -119,8 +119,9 @@ def sweep(
 
     Re-running an unchanged sweep re-embeds nothing and re-evaluates nothing: a config already evaluated on the same
     data with the same settings and evaluation version reuses its stored results (the log names the sweep they
-    came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. Exit code 1 when any
-    config failed, 2 on invalid input.
+    came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. While another process
+    holds results.duckdb, finished configs wait in <home>/spool and are merged when it frees. Exit code 1 when any
+    config failed or results are left in the spool, 2 on invalid input.
     """
     import ragbench.cli
 
@@ -163,6 +164,9 @@ def sweep(
         finally:
             if pool is not None:
                 pool.close()
+    except ResultsSpooledError as e:  # every config evaluated, results safe in the spool: not an input error
+        console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
+        raise typer.Exit(1)
     except RagbenchError as e:
         _fail(e)
     except STORAGE_ERRORS as e:  # a full disk, a lost volume: the cause, on one line, not a traceback
@@ -185,8 +189,9 @@ def sweep(
 @app.command()
 def doctor(
     home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,
-    repair: Annotated[bool, typer.Option(help="quarantine damaged cache entries and delete damaged collections; "
-                                              "the next sweep recomputes them")] = False,
+    repair: Annotated[bool, typer.Option(help="quarantine damaged cache entries and delete damaged collections "
+                                              "(the next sweep recomputes them); merge results a sweep kept in "
+                                              "the spool while results.duckdb was busy")] = False,
 ) -> None:
     """Check a home: every cache entry against its checksum, every embedded Qdrant collection against the vector
     cache, the DuckDB results and the MLflow store. Exit code 0 when healthy (or repaired), 1 when problems remain.

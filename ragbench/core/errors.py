@@ -24,4 +24,13 @@ class IndexMismatchError(RagbenchError):
 
 
 class StoreBusyError(RagbenchError):
-    """The results store is held by another writer for longer than we are willing to wait."""
+    """The results store is held by another process for longer than we are willing to wait; ``holder`` names it
+    (``pid N (command)``)."""
+
+    def __init__(self, message: str, holder: str = "pid unknown"):
+        super().__init__(message)
+        self.holder = holder
+
+
+class ResultsSpooledError(StoreBusyError):
+    """The sweep ended while results.duckdb was still held: its results wait, safe, in the spool."""

@@ -21,6 +21,8 @@ variable                           setting
 ``RAGBENCH_LLM_MODEL``             the default local LLM (a registry name or a .gguf path)
 ``RAGBENCH_SERVING_HOME``          the home a promoted model serves from, when it moved since promotion
 ``RAGBENCH_DASK_ADDRESS``          a Dask scheduler (tcp://host:8786) that runs the embedding shards
+``RAGBENCH_RESULTS_BUSY_WAIT``     seconds a sweep waits for a busy results.duckdb before it spools a result (5)
+``RAGBENCH_RESULTS_FINAL_WAIT``    seconds a sweep waits at its end to merge spooled results (300)
 =================================  ======================================================================
 """
 
@@ -56,6 +58,10 @@ class Settings:
     llm_model: str | None = None
     serving_home: Path | None = None
     dask_address: str | None = None
+    #: how long a sweep waits for results.duckdb held by another process before a result goes to the spool
+    results_busy_wait_s: float = 5.0
+    #: how long a sweep waits at its end for that process to let go, to merge the spooled results
+    results_final_wait_s: float = 300.0
     user: str = "unknown"
     #: the environment the settings were read from: secrets named by a config (``api_key_env``) are looked up here
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
@@ -82,6 +88,8 @@ class Settings:
             llm_model=env.get("RAGBENCH_LLM_MODEL") or None,
             serving_home=Path(env["RAGBENCH_SERVING_HOME"]) if env.get("RAGBENCH_SERVING_HOME") else None,
             dask_address=env.get("RAGBENCH_DASK_ADDRESS") or None,
+            results_busy_wait_s=float(env.get("RAGBENCH_RESULTS_BUSY_WAIT", 5.0)),
+            results_final_wait_s=float(env.get("RAGBENCH_RESULTS_FINAL_WAIT", 300.0)),
             user=env.get("USER") or env.get("LOGNAME") or "unknown",
             environ=env,
         )

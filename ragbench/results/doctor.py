@@ -8,7 +8,9 @@ What is checked:
   equal to the cached vectors of the same chunks; an incomplete or damaged collection is deleted by ``repair``
   (the next sweep that needs it rebuilds it from the vector cache);
 * the DuckDB file opens and every table reads; configs that never reached MLflow are counted
-  (``ragbench sync-mlflow`` uploads them);
+  (``ragbench sync-mlflow`` uploads them); results a sweep kept in the spool while the file was busy
+  (:mod:`ragbench.results.spool`) are counted and checked, and ``repair`` merges them (a damaged one is
+  quarantined);
 * the MLflow store answers.
 """
 
@@ -85,21 +87,51 @@ def _collections(settings: Settings, repair: bool, report: DoctorReport) -> None
     index.close()
 
 
-def _results(settings: Settings, report: DoctorReport) -> None:
+def _results(settings: Settings, repair: bool, report: DoctorReport) -> None:
+    from ragbench.core.errors import StoreBusyError
+    from ragbench.results.spool import Spool, SpoolDamaged, merge_spool
     from ragbench.results.store import ResultStore
 
-    path = Path(settings.home) / "results.duckdb"
-    if not path.is_file():
+    path, spool = Path(settings.home) / "results.duckdb", Spool(settings.home)
+    spooled = spool.count()
+    report.checked["spooled results"] = spooled
+    if not path.is_file() and not spooled:
         report.checked["result tables"] = 0
         return
     try:
-        store = ResultStore(path)
+        store = ResultStore(path, settings.results_busy_wait_s)
         counts = store.table_counts()
+    except StoreBusyError as e:
+        report.findings.append(Finding("results", str(path), f"held by {e.holder}"
+                                       + (f"; {spooled} result(s) wait in {spool.root}" if spooled else ""),
+                                       "close that process, then run `ragbench doctor --repair`"))
+        return
     except Exception as e:
         report.findings.append(Finding("results", str(path), f"cannot be read: {str(e).splitlines()[0][:200]}",
                                        "move the file aside; rerun the sweeps (caches make it cheap)"))
         return
     report.checked["result tables"] = len(counts)
+    if spooled and repair:
+        done = merge_spool(settings, store.with_wait(0))
+        for q in done.quarantined:
+            report.findings.append(Finding("results", str(q), "damaged spooled result (checksum mismatch)",
+                                           "quarantined; the next sweep evaluates that config again"))
+        left = spool.count()
+        if left:
+            report.findings.append(Finding("results", str(spool.root), f"{left} spooled result(s) not merged: "
+                                           f"results.duckdb is held by {done.holder or 'another process'}",
+                                           "close that process, then run `ragbench doctor --repair`"))
+    elif spooled:
+        for sweep_id in spool.sweep_ids():
+            for entry in spool.entries(sweep_id):
+                try:
+                    spool.load(entry)
+                except SpoolDamaged as e:
+                    report.findings.append(Finding("results", str(entry.path), f"damaged spooled result ({e})",
+                                                   "run `ragbench doctor --repair` (quarantines it)"))
+        report.findings.append(Finding("results", str(spool.root), f"{spooled} result(s) wait in the spool "
+                                       "(results.duckdb was busy when they finished)",
+                                       "run `ragbench doctor --repair` or any `ragbench sweep` to merge them"))
     logged = store.sweeps().filter(pl.col("experiment").is_not_null())["sweep_id"]  # sweeps with MLflow on
     pending = sum(len(store.pending_mlflow_configs(sid)) for sid in logged)
     if pending:
@@ -125,10 +157,10 @@ def _mlflow(settings: Settings, report: DoctorReport) -> None:
 
 def examine(settings: Settings, repair: bool = False) -> DoctorReport:
     """Check the home of ``settings``; with ``repair``, quarantine damaged cache entries and delete damaged
-    collections (both are recomputed by the next sweep that needs them)."""
+    collections (both are recomputed by the next sweep that needs them) and merge spooled results into DuckDB."""
     report = DoctorReport()
     _cache(settings, repair, report)
     _collections(settings, repair, report)
-    _results(settings, report)
+    _results(settings, repair, report)
     _mlflow(settings, report)
     return report

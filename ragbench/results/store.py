@@ -19,12 +19,14 @@ methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` 
 for people and tests, not for library code.
 
 DuckDB allows one writing process per file and blocks even readers while it is held, so the store opens a
-connection only for each short transaction and retries while another process holds the file. A config's rows are
-replaced in one transaction: rerunning or resuming never duplicates them.
+connection only for each short transaction and retries while another process holds the file (a sweep waits only
+briefly, then keeps its results in the spool, :mod:`ragbench.results.spool`). A config's rows are replaced in one
+transaction: rerunning or resuming never duplicates them.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -114,9 +116,18 @@ _CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, s
 
 
 def _lock_holder(message: str) -> str:
-    """``pid N`` from DuckDB's lock error (``... Conflicting lock is held in <exe> (PID N) ...``)."""
-    m = re.search(r"\(PID (\d+)\)", message)
-    return f"pid {m.group(1)}" if m else "pid unknown"
+    """``pid N (command)`` from DuckDB's lock error (``... Conflicting lock is held in <exe> (PID N) ...``); the
+    command line comes from ``/proc`` when the process is visible, else the executable DuckDB names."""
+    m = re.search(r"held in (.*?) \(PID (\d+)\)", message)
+    if not m:
+        return "pid unknown"
+    exe, pid = m.group(1), m.group(2)
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    cmd = " ".join((cmd or exe).split())  # one line, whatever the command held
+    return f"pid {pid} ({cmd[:120]}{'…' if len(cmd) > 120 else ''})"
 
 
 def _now() -> datetime:
@@ -126,18 +137,34 @@ def _now() -> datetime:
 class ResultStore:
     """The DuckDB results file. Every method opens, uses and closes its own connection."""
 
-    def __init__(self, path: Path, wait_seconds: float = 600.0):
+    def __init__(self, path: Path, wait_seconds: float = 600.0, *, busy_ok: bool = False):
+        """Open (and create or migrate) the file. ``wait_seconds``: how long each connection waits for another
+        process holding the file. ``busy_ok``: when the file stays busy, open anyway and create or migrate the
+        schema with the first write that gets through (a sweep then spools its results meanwhile)."""
         self.path = Path(path)
         self.wait_seconds = wait_seconds
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.connect() as con:
-            con.execute(SCHEMA)
-            con.execute(MEASURE_KEY_MIGRATION)
+        self._schema_ready = False
+        try:
+            with self.connect():
+                pass
+        except StoreBusyError:
+            if not busy_ok:
+                raise
+
+    def with_wait(self, wait_seconds: float) -> "ResultStore":
+        """The same store whose connections wait at most ``wait_seconds`` for another process (0: try once)."""
+        other = copy.copy(self)
+        other.wait_seconds = wait_seconds
+        return other
 
     @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection; waits (with backoff) while another process holds the file."""
-        deadline, delay, told = time.monotonic() + self.wait_seconds, 0.05, False
+    def connect(self, read_only: bool = False, wait_seconds: float | None = None
+                ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection; waits (with backoff) up to ``wait_seconds`` (default: the store's) while
+        another process holds the file, saying so after 2 s, then raises :class:`StoreBusyError` naming it."""
+        wait = self.wait_seconds if wait_seconds is None else wait_seconds
+        start, delay, told = time.monotonic(), 0.05, False
         while True:
             try:
                 con = duckdb.connect(str(self.path), read_only=read_only and self.path.exists())
@@ -146,28 +173,33 @@ class ResultStore:
                 if "lock" not in str(e).lower():
                     raise
                 holder = _lock_holder(str(e))
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - start
+                if waited >= wait:
                     raise StoreBusyError(f"{self.path} is held by another process ({holder}) for more than "
-                                         f"{self.wait_seconds:.0f} s; close it (a notebook or `duckdb` shell "
-                                         "holding the file blocks writers) and run again: finished work is kept"
-                                         ) from None
-                if not told and time.monotonic() > deadline - self.wait_seconds + 2:  # say so after 2 s
+                                         f"{wait:.0f} s; close it (a notebook or `duckdb` shell holding the file "
+                                         "blocks writers) and run again: finished work is kept",
+                                         holder=holder) from None
+                if not told and waited > 2:
                     log.warning("%s is held by another process (%s): waiting up to %.0f s for it to close the "
-                                "file", self.path, holder, self.wait_seconds)
+                                "file", self.path, holder, wait)
                     told = True
-                time.sleep(delay)
+                time.sleep(min(delay, max(wait - waited, 0.01)))
                 delay = min(delay * 2, 2.0)
         try:
+            if not self._schema_ready and not (read_only and self.path.exists()):
+                con.execute(SCHEMA)
+                con.execute(MEASURE_KEY_MIGRATION)
+                self._schema_ready = True
             yield con
         finally:
             con.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def transaction(self, wait_seconds: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
         """A connection inside one transaction: committed when the block ends, rolled back when it raises. The
         block's own error is what propagates (a full disk also ends the transaction, and a failing ROLLBACK must
-        not hide why)."""
-        with self.connect() as con:
+        not hide why). ``wait_seconds`` as in :meth:`connect`."""
+        with self.connect(wait_seconds=wait_seconds) as con:
             con.execute("BEGIN TRANSACTION")
             try:
                 yield con

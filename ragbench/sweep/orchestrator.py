@@ -24,7 +24,7 @@ import polars as pl
 from ragbench.chunking.stats import chunk_statistics
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
-from ragbench.core.errors import RagbenchError
+from ragbench.core.errors import RagbenchError, StoreBusyError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
 from ragbench.core.measures import measure_key
@@ -46,7 +46,7 @@ from ragbench.index.build import index_stage
 from ragbench.index.qdrant import open_index
 from ragbench.reporting.plots import metric_curve, plot_k_sweep
 from ragbench.results.outcomes import ConfigOutcome, ConfigResult, SweepResult
-from ragbench.results.record import record, record_failure
+from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import open_tracker, sweep_params
 from ragbench.retrieval import RetrievalResources
@@ -126,7 +126,10 @@ class _Sweep:
         self.home = Path(settings.home)
         self.spec_hash = spec_hash
         self.evaluation = EvaluationSpec.of(cfg)
-        self.store = ResultStore(self.home / "results.duckdb")
+        # a busy file does not stop the sweep: reads give up after this wait, writes go to the spool
+        self.store = ResultStore(self.home / "results.duckdb", settings.results_busy_wait_s, busy_ok=True)
+        self.spool = Spool(self.home)
+        self.can_read = True
         self.chunk_cache, self.vector_cache = ChunkCache(self.home / "cache"), VectorCache(self.home / "cache")
         self.index = open_index(settings)
         self.measures = measures_from_spec(cfg.metrics)
@@ -163,26 +166,46 @@ class _Sweep:
         for w in ds.warnings[:20]:
             log.warning(w)
         configs = cfg.expand()
-        sweep_id = None if self.fresh else store.find_unfinished_sweep(self.spec_hash, ds.fingerprint)
+        holder = merge_spool(self.settings, store.with_wait(0)).holder  # what earlier sweeps left comes first
+        if holder:
+            log.warning("results.duckdb is held by %s: %d spooled result(s) of earlier sweeps stay in %s until it "
+                        "frees", holder, self.spool.count(), self.spool.root)
+        sweep_id = None if self.fresh else self._read(
+            lambda: store.find_unfinished_sweep(self.spec_hash, ds.fingerprint), None)
         if sweep_id:
             log.info("resuming sweep %s", sweep_id)
+            self.writer = SweepWriter(store, self.spool, sweep_id)
         else:
             sweep_id = base = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
             n = 1
-            while store.sweep(sweep_id) is not None:  # a warm rerun can start within the same second
+            # a warm rerun can start within the same second
+            while self._read(lambda: store.sweep(sweep_id), None) is not None or self.spool.pending(sweep_id):
                 n += 1
                 sweep_id = f"{base}-{n}"
-            store.begin_sweep(sweep_id, cfg.name, self.spec_hash, cfg.canonical(), ds.name, ds.fingerprint,
-                              experiment=experiment_name(cfg) if cfg.output.mlflow else None,
-                              dataset_notes=ds.notes)
+            self.writer = SweepWriter(store, self.spool, sweep_id)
+            self.writer.begin_sweep(sweep_id=sweep_id, name=cfg.name, spec_hash=self.spec_hash,
+                                    spec=cfg.canonical(), dataset_name=ds.name, dataset_fingerprint=ds.fingerprint,
+                                    experiment=experiment_name(cfg) if cfg.output.mlflow else None,
+                                    dataset_notes=ds.notes)
         self.sweep_id = sweep_id
         getattr(self.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the Prefect run
         self.eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
-        stored = {} if self.fresh else store.reusable_configs(self.eval_keys, prefer=sweep_id)
+        stored = {} if self.fresh else self._read(lambda: store.reusable_configs(self.eval_keys, prefer=sweep_id),
+                                                  {})
         done = {c for c, (source, _) in stored.items() if source == sweep_id}
         self.reused = {c: origin for c, (source, origin) in stored.items() if source != sweep_id}
-        if self.reused:
-            store.copy_configs(sweep_id, {c: stored[c][0] for c in self.reused})
+        if self.reused and not self.spool.pending(sweep_id):
+            try:
+                store.copy_configs(sweep_id, {c: stored[c][0] for c in self.reused})
+            except StoreBusyError as e:
+                log.warning("results.duckdb is held by %s: the %d config(s) earlier sweeps evaluated cannot be "
+                            "copied into this sweep, so they are evaluated again", e.holder, len(self.reused))
+                self.reused = {}
+        elif self.reused:  # this sweep's start waits in the spool: a copy now would come before it
+            log.warning("results.duckdb is held by another process: the %d config(s) earlier sweeps evaluated are "
+                        "evaluated again", len(self.reused))
+            self.reused = {}
+        stored = {c: v for c, v in stored.items() if c in done or c in self.reused}
         log.info("sweep %s: %d configs (%d already done, %d reused) on %s [%s]: %d docs, %d queries (%d unlabelled)",
                  sweep_id, len(configs), len(done), len(self.reused), ds.name, ds.fingerprint, ds.corpus.height,
                  ds.queries.height, ds.n_unlabelled)
@@ -205,14 +228,30 @@ class _Sweep:
                 self._warn(o.name, o.metrics)
         self._k_sweep(outcomes, stored)
         n_failed = sum(o.status == "failed" for o in outcomes)
-        store.finish_sweep(sweep_id, "finished" if n_failed == 0 else "finished_with_failures")
-        self._close_tracking(outcomes, n_failed, len(configs))
-        self.index.close()
+        try:
+            self.writer.finish("finished" if n_failed == 0 else "finished_with_failures",
+                               self.settings.results_final_wait_s)
+        finally:  # results that stay spooled are logged to MLflow when they are merged
+            self._close_tracking(outcomes, n_failed, len(configs))
+            self.index.close()
         seconds = time.perf_counter() - t0
         log.info("sweep %s done in %.1f s: %d configs (%d reused), %d failed, %d vectors computed", sweep_id, seconds,
                  len(configs), len(self.reused), n_failed, sum(s.computed for s in self.embed_stats))
         return SweepResult(sweep_id, cfg.name, ds.fingerprint, self.home, outcomes, self.embed_stats, seconds,
                            cfg.metrics.primary, cfg.metrics.show)
+
+    def _read(self, read, default):
+        """``read()``, or ``default`` once results.duckdb proves unreadable (another process writes it): the sweep
+        then reads nothing more from it and evaluates what it would have resumed or reused."""
+        if not self.can_read:
+            return default
+        try:
+            return read()
+        except StoreBusyError as e:
+            log.warning("results.duckdb is held by %s: earlier results cannot be read, so this sweep resumes and "
+                        "reuses nothing (it evaluates every config)", e.holder)
+            self.can_read = False
+            return default
 
     def _open_tracking(self) -> None:
         if not self.cfg.output.mlflow:
@@ -224,7 +263,8 @@ class _Sweep:
             self.parent_run = self.tracker.sweep_run(
                 self.sweep_id, self.cfg.name, sweep_params(self.cfg.dataset.model_dump(mode="json"),
                                                            self.ds.fingerprint))
-            self.store.set_sweep_mlflow_run(self.sweep_id, self.parent_run)
+            self.writer.tracker = self.tracker
+            self.writer.set_sweep_mlflow_run(self.parent_run)
             if self.reused:  # their runs are those of the sweeps that evaluated them
                 self.tracker.client.set_tag(self.parent_run, "ragbench.reused_configs", str(len(self.reused)))
         except Exception as e:
@@ -370,7 +410,7 @@ class _Sweep:
         (the first in config order among equals, as a loop over the configs would)."""
         result, out = evaluated
         with self._record_lock:
-            record(result, self.sweep_id, self.store, self.tracker, self.parent_run)
+            self.writer.record(result)
             self._log_result(result)
             value = result.value(self.cfg.metrics.primary)
             if value == value and (self.best is None or value > self.best[0]
@@ -457,7 +497,12 @@ class _Sweep:
             best = max(scored, key=lambda vo: vo[0])[1]
             if best.config_id in stored and (self.best is None or best.metrics[primary] > self.best[0]):
                 source = stored[best.config_id][0]
-                if source != self.sweep_id and self.store.copy_k_sweep(source, self.sweep_id, best.config_id):
+                try:
+                    copied = source != self.sweep_id and self.store.copy_k_sweep(source, self.sweep_id,
+                                                                                 best.config_id)
+                except StoreBusyError:  # a k sweep computed now goes to the spool instead
+                    copied = False
+                if copied:
                     return
                 # its run is not in memory: the best config evaluated now gets the k sweep, if any was
                 log.info("k sweep: no stored k sweep of the best config %s (from sweep %s)%s", best.name,
@@ -471,7 +516,7 @@ class _Sweep:
         except Exception as e:  # the configs' results stand; the k sweep is an extra view of the best one
             log.error("k sweep on %s failed: %s", run_config.name, e)
             return
-        self.store.write_k_sweep(self.sweep_id, run_config.config_id, table)
+        self.writer.write_k_sweep(run_config.config_id, table)
         log.info("k sweep on %s:\n%s", run_config.name, table.select("k", "accuracy", "answer_in_context", "recall"))
         if self.tracker and self.parent_run:
             try:
@@ -487,15 +532,14 @@ class _Sweep:
         msg = redact(str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}")
         log.error("config %s failed: %s", run_config.name, msg)
         log.debug("%s", "".join(traceback.format_exception(e)))
-        record_failure(self.sweep_id, run_config.config_id, run_config.name, run_config.spec(), self.ds.fingerprint,
-                       msg, self.store, self.tracker, self.parent_run)
+        self.writer.record_failure(run_config.config_id, run_config.name, run_config.spec(), self.ds.fingerprint, msg)
         return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "failed", error=msg)
 
     def _with_stored_metrics(self, outcomes: list[ConfigOutcome]) -> list[ConfigOutcome]:
         """Fill skipped (previously finished) configs with their stored metrics."""
         if not any(o.status == "skipped" for o in outcomes):
             return outcomes
-        stored = self.store.stored_config_metrics(self.sweep_id)
+        stored = self._read(lambda: self.store.stored_config_metrics(self.sweep_id), {})
         return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", *stored.get(o.config_id, ({}, 0, 0)),
                               reused_from=o.reused_from)
                 if o.status == "skipped" else o for o in outcomes]
