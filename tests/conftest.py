@@ -61,6 +61,14 @@ def requires_scifact():
     return pytest.mark.skipif(not (SCIFACT / "corpus.jsonl").exists(), reason=f"SciFact not found at {SCIFACT}")
 
 
+def without_costs(metrics) -> dict:
+    """A config's measures without its cost measures (latency, embed seconds, bytes on disk): those are measured
+    again on every run, so two runs agree on everything else."""
+    from ragbench.evaluation.cost import COST_MEASURES
+
+    return {k: v for k, v in metrics.items() if k not in COST_MEASURES}
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import DEMO, ROOT, write_config
+from conftest import DEMO, ROOT, without_costs, write_config
 from typer.testing import CliRunner
 
 from ragbench.cli import app
@@ -121,12 +121,9 @@ def test_sigkill_mid_embedding_and_mid_evaluation_then_resume(tmp_path):
     # vector
     fresh = run_sweep(load_config(cfg), Settings(home=home), fresh=True)
     assert fresh.vectors_computed == 0
-    from ragbench.evaluation.cost import COST_MEASURES
-
     for o in fresh.outcomes:  # timings and sizes are measured anew: every result is the same
-        results = {k: v for k, v in o.metrics.items() if k not in COST_MEASURES}
-        assert results == pytest.approx({k: v for k, v in resumed[o.config_id]["metrics"].items()
-                                         if k not in COST_MEASURES}, nan_ok=True)
+        assert without_costs(o.metrics) == pytest.approx(without_costs(resumed[o.config_id]["metrics"]),
+                                                         nan_ok=True)
 
 
 def test_one_failing_config_is_isolated(home, tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import DEMO, write_config
+from conftest import DEMO, without_costs, write_config
 
 from ragbench.config import load_config
 from ragbench.core.hashing import file_sha256
@@ -32,7 +32,7 @@ def clean(home, settings, tmp_path):
     cfg = load_config(write_config(tmp_path / "integrity.yaml", SWEEP))
     result = run_sweep(cfg, settings)
     assert result.n_failed == 0
-    return cfg, {o.config_id: o.metrics for o in result.outcomes}
+    return cfg, {o.config_id: without_costs(o.metrics) for o in result.outcomes}
 
 
 class _Collect(logging.Handler):
@@ -54,7 +54,7 @@ def _rerun(cfg, settings) -> tuple[dict, str]:
     finally:
         logger.removeHandler(collect)
     assert result.n_failed == 0
-    return {o.config_id: o.metrics for o in result.outcomes}, "\n".join(collect.lines)
+    return {o.config_id: without_costs(o.metrics) for o in result.outcomes}, "\n".join(collect.lines)
 
 
 def _segments(home):

@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 
 import pytest
-from conftest import ROOT, write_config
+from conftest import ROOT, without_costs, write_config
 from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
-from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
 
@@ -111,7 +110,7 @@ def test_fresh_and_changed_settings_evaluate_again(cold, settings, tmp_path):
     fresh, log = _run(cfg, settings, fresh=True)
     assert not any(o.reused_from for o in fresh.outcomes) and "reused the results" not in log
     def results(outcomes):  # timings and sizes measured anew differ; every result is the same
-        return {o.config_id: {k: v for k, v in o.metrics.items() if k not in COST_MEASURES} for o in outcomes}
+        return {o.config_id: without_costs(o.metrics) for o in outcomes}
 
     assert results(fresh.outcomes) == results(first.outcomes)
     # an evaluation setting changed (another cutoff): nothing is reused
