@@ -91,6 +91,10 @@ def _ms(v: float) -> str:
     return "–" if v is None or v != v else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
 
 
+#: front configs named in the one-line summary (best primary first); the cost table lists every one
+SUMMARY_FRONT = 3
+
+
 def cost_summary(table: pl.DataFrame | None, primary: str) -> list[str]:
     """Two lines for people: the front, and the cheapest config tied with the best (or why there is none)."""
     if table is None or table.is_empty():
@@ -98,9 +102,12 @@ def cost_summary(table: pl.DataFrame | None, primary: str) -> list[str]:
     if table["latency_p95_ms"].is_nan().all():
         return ["Cost: no latency stored for these configs (evaluated before cost measures existed; --fresh)."]
     front = table.filter(pl.col("on_front"))
-    lines = [f"Pareto front ({primary} ↑, p95 latency ↓, memory ↓): "
-             + "; ".join(f"{r['label']} ({r['primary']:.4f}, {_ms(r['latency_p95_ms'])} ms, "
-                         f"{human_bytes(r['memory_bytes'])})" for r in front.iter_rows(named=True))]
+    named = [f"{r['label']} ({r['primary']:.4f}, {_ms(r['latency_p95_ms'])} ms, {human_bytes(r['memory_bytes'])})"
+             for r in front.head(SUMMARY_FRONT).iter_rows(named=True)]
+    more = (f"; and {front.height - SUMMARY_FRONT} more (the report's cost table marks them ◆)"
+            if front.height > SUMMARY_FRONT else "")
+    lines = [f"Pareto front ({primary} ↑, p95 latency ↓, memory ↓), {front.height} of {table.height} configs: "
+             + "; ".join(named) + more]
     cheap = table.filter(pl.col("cheapest_tied"))
     if cheap.height:
         r = cheap.row(0, named=True)
