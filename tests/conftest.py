@@ -27,11 +27,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["RAGBENCH_PROGRESS"] = "0"
 
 
+#: the MLflow URIs of the environment the tests started in (a module-scoped fixture's promote runs before any
+#: function fixture could save them, so they are taken here, once)
+_MLFLOW_ENV = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+
+
 @pytest.fixture(autouse=True)
 def _isolated_mlflow_uris():
-    """An in-process promote points MLflow's fluent API (and MLFLOW_TRACKING_URI) at its store: put both back, so
-    that no test reads another test's MLflow store or server."""
-    saved = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+    """An in-process promote points MLflow's fluent API (and MLFLOW_TRACKING_URI) at its store: put both back as
+    the test session found them, so that no test reads another test's MLflow store or server."""
+    saved = _MLFLOW_ENV
     yield
     if "mlflow" in sys.modules:
         import mlflow
@@ -55,6 +60,22 @@ def home(tmp_path) -> Path:
 def settings(home) -> Settings:
     """Settings of that home with the embedded engines (no Qdrant or MLflow server, whatever the environment)."""
     return Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
+
+
+def _llm_available() -> bool:
+    from ragbench.generation.llm import LLMError
+    from ragbench.generation.llm.server import locate_llama_server, locate_model
+
+    try:
+        locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), "smollm2-135m")
+        return True
+    except LLMError:
+        return False
+
+
+#: tests that talk to the local llama-server: skipped when it is missing, unless RAGBENCH_REQUIRE_LLM=1 (CI)
+needs_llm = pytest.mark.skipif(not _llm_available() and os.environ.get("RAGBENCH_REQUIRE_LLM") != "1",
+                               reason="llama-server or SmolLM2 missing: run `make llm`")
 
 
 def requires_scifact():

@@ -3,33 +3,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import duckdb
-import pytest
-from conftest import ROOT, write_config
+from conftest import ROOT, needs_llm, write_config
 
 from ragbench.config import load_config
-from ragbench.core.settings import Settings
 from ragbench.sweep import run_sweep
 
 SQUAD = ROOT / "tests" / "fixtures" / "squad_small.json"
 
 
-def _llm_available() -> bool:
-    from ragbench.generation.llm import LLMError
-    from ragbench.generation.llm.server import locate_llama_server, locate_model
-
-    try:
-        locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), "smollm2-135m")
-        return True
-    except LLMError:
-        return False
-
-
-needs_llm = pytest.mark.skipif(not _llm_available() and os.environ.get("RAGBENCH_REQUIRE_LLM") != "1",
-                               reason="llama-server or SmolLM2 missing: run `make llm`")
 
 E2E = f"""name: e2e
 dataset: {{format: squad, path: {SQUAD}, squad_documents: article, queries: all}}

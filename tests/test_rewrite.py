@@ -7,12 +7,11 @@ checked against an independent brute-force search (numpy cosine over the cached 
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 import polars as pl
 import pytest
-from conftest import DEMO, write_config
+from conftest import DEMO, needs_llm, write_config
 
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache, VectorCache
@@ -26,21 +25,6 @@ from ragbench.retrieval.fusion import rrf
 from ragbench.retrieval.rewrite import HydeRewrite, MultiQueryRewrite, Variant
 from ragbench.sweep import run_sweep
 from ragbench.sweep.stages import chunk_stage
-
-
-def _llm_available() -> bool:
-    from ragbench.generation.llm import LLMError
-    from ragbench.generation.llm.server import locate_llama_server, locate_model
-
-    try:
-        locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), "smollm2-135m")
-        return True
-    except LLMError:
-        return False
-
-
-needs_llm = pytest.mark.skipif(not _llm_available() and os.environ.get("RAGBENCH_REQUIRE_LLM") != "1",
-                               reason="llama-server or SmolLM2 missing: run `make llm`")
 
 # query and passage prompts differ, so a passage embedded on the wrong side gives another vector
 CONFIG = f"""name: rewrite-test

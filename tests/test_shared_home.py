@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DEMO, ROOT, write_config
+from conftest import DEMO, ROOT, without_costs, write_config
 
 SWEEP = """name: {name}
 dataset: {{path: {demo}, queries: all}}
@@ -29,7 +29,8 @@ def _start(cfg, home) -> subprocess.Popen:
 
 
 def _metrics(out: str) -> dict[str, dict]:
-    return {r["config_id"]: r["metrics"] for r in map(json.loads, out.splitlines()) if r["status"] == "finished"}
+    return {r["config_id"]: without_costs(r["metrics"]) for r in map(json.loads, out.splitlines())
+            if r["status"] == "finished"}
 
 
 def test_two_sweeps_sharing_a_collection_run_together_and_agree_with_sequential_runs(tmp_path):

@@ -31,6 +31,7 @@ from pathlib import Path
 import polars as pl
 
 from ragbench.core.errors import ResultsSpooledError, StoreBusyError
+from ragbench.core.hashing import file_sha256
 from ragbench.core.locks import LockBusyError, file_lock
 from ragbench.core.progress import log
 from ragbench.core.redact import redact, redact_obj
@@ -57,14 +58,6 @@ class SpoolEntry:
     @property
     def name(self) -> str:
         return self.path.name
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _fsync(path: Path) -> None:
@@ -191,7 +184,7 @@ class Spool:
                 path = tmp / f"{i}.parquet"
                 df.write_parquet(path)
                 _fsync(path)
-                files[key] = {"file": path.name, "sha256": _sha256(path)}
+                files[key] = {"file": path.name, "sha256": file_sha256(path)}
             body = {"format": SPOOL_FORMAT, "kind": kind, "sweep_id": sweep_id, "fields": fields, "tables": files,
                     "written_at": datetime.now(timezone.utc).isoformat()}
             _write_json(tmp / MANIFEST, {"sha256": hashlib.sha256(_canonical(body)).hexdigest(), "body": body})
@@ -213,7 +206,7 @@ class Spool:
             tables = {}
             for key, meta in body["tables"].items():
                 path = entry.path / meta["file"]
-                if _sha256(path) != meta["sha256"]:
+                if file_sha256(path) != meta["sha256"]:
                     raise SpoolDamaged(f"{meta['file']} ({key}): checksum mismatch")
                 tables[key] = pl.read_parquet(path)
             return body["kind"], body["fields"], tables

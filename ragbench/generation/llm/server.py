@@ -13,7 +13,6 @@ and ``scripts/fetch_llm_model.py`` (env overrides ``RAGBENCH_LLAMA_SERVER`` and 
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import signal
 import socket
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import httpx
 
+from ragbench.core.hashing import file_sha256
 from ragbench.generation.llm import DEFAULT_MODEL, LLAMA_SERVER_DIR, MODELS, LLMServerError, model_path
 
 BUILD_HINT = "build it with: scripts/build_llama_server.sh (about 20 min on 2 cores, once; cached)"
@@ -62,12 +62,8 @@ def locate_model(settings, name: str | None = None) -> Path:
 
 
 @lru_cache(maxsize=16)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:  # size and mtime: a changed file is hashed again
+    return file_sha256(path)
 
 
 def model_identity(path: Path) -> str:
