@@ -217,6 +217,8 @@ def main() -> None:
     print(f"scale sweep over {', '.join(f'{n:,}' for n in args.sizes)} chunks (static-retrieval-m2v + BM25, HNSW)",
           flush=True)
     rows = []
+    if args.workdir:
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ragbench-scale-", dir=args.workdir) as tmp:
         for n in sorted(args.sizes):
             row = run_size(n, Path(tmp), args.seed)
