@@ -41,6 +41,7 @@ from pydantic import Field, field_validator
 from ragbench.core.measures import measure_key
 from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
+from ragbench.data.holdout import HELDOUT_PREFIX
 from ragbench.evaluation.measures import RANK_MEASURES, Measure
 
 
@@ -124,7 +125,7 @@ def aggregate(per_query: pl.DataFrame) -> pl.DataFrame:
 DOCUMENT_DEPTH_REACHED = "document_depth_reached"
 #: config-level measure: distinct documents in the judged run, mean over labelled queries
 DOCUMENT_DEPTH_MEAN = "document_depth_mean"
-_HELDOUT = "heldout_"
+_HELDOUT = measure_key(HELDOUT_PREFIX)  # the stored spelling: heldout_ndcg_at_10
 
 
 def document_depth(doc_run: pl.DataFrame, query_ids: list[str], truncated: frozenset[str],

@@ -11,8 +11,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ragbench.data.holdout import heldout_key  # noqa: F401 (re-exported)
-
 
 @dataclass(frozen=True)
 class WinnerHeldOut:

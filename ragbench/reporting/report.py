@@ -32,11 +32,12 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.measures import MeasureMap, measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.data.holdout import heldout_key
 from ragbench.data.questions import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.stats import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
-from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
+from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.pareto import COST_COLUMNS, cost_html, cost_markdown, cost_summary, cost_table
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary  # noqa: F401
@@ -202,7 +203,8 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     stored = {cid: MeasureMap(mets) for cid, (mets, _, _) in store.stored_config_metrics(sweep_id).items()}
     shallow = {m: refused for m in measures
                if (refused := {cid: d for cid, mets in stored.items() if (d := unreached_depth(mets, m)) is not None})}
-    if shallow.get(primary) and set(shallow[primary]) >= set(pq["config_id"].unique().to_list()):
+    finished = set(pq["config_id"].unique().to_list())
+    if shallow.get(primary) and set(shallow[primary]) >= finished:
         raise RagbenchError(f"{primary} cannot be compared in sweep {sweep_id}: no config reached "
                             f"{document_cutoff(primary)} distinct documents for every query; fetch deeper with "
                             f"retrievers[].documents: {document_cutoff(primary)}")
@@ -210,7 +212,7 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
     comparisons: dict[str, Comparison] = {}
     rows = []
     for m in measures:
-        if set(shallow.get(m, ())) >= set(pq["config_id"].unique().to_list()):
+        if set(shallow.get(m, ())) >= finished:
             continue  # no config reached this cutoff: nothing to compare (the note says so)
         # a config that reached fewer documents than the cutoff is left out of that measure's comparison
         kept = pq.filter((pl.col("measure") != m) | ~pl.col("config_id").is_in(list(shallow.get(m, {}))))

@@ -12,10 +12,11 @@ import math
 from rich.table import Table
 
 from ragbench.config.labels import ConfigLabels
+from ragbench.data.holdout import heldout_key
 from ragbench.evaluation.metrics import unreached_depth
 from ragbench.generation.answering import VERDICTS
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes
-from ragbench.reporting.heldout import WinnerHeldOut, heldout_key
+from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.tables import Column, fit_table, number, to_csv, to_json_lines, to_markdown
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 
