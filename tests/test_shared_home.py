@@ -100,3 +100,17 @@ def test_a_collection_open_in_another_process_is_waited_for_not_failed(tmp_path)
     waited = time.monotonic() - t0
     holder.wait(timeout=30)
     assert [int(h[0]) for h in hits.ids] == [0, 1, 2] and waited > 1.0
+
+
+def test_processes_checking_one_home_at_once_do_not_trip_each_other(tmp_path):
+    """Every sweep checks that its home can be written; two starting together must not unlink each other's probe
+    (a shared probe name made one of them fail with 'home … cannot be written')."""
+    import subprocess
+    import sys
+
+    check = ("import sys; from ragbench.core.settings import Settings; s = Settings(home=sys.argv[1])\n"
+             "for _ in range(400): s.ensure_home()")
+    procs = [subprocess.Popen([sys.executable, "-c", check, str(tmp_path / "home")], stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors

@@ -29,6 +29,7 @@ variable                           setting
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -115,9 +116,9 @@ class Settings:
             raise RagbenchError(f"home {home} is not a folder (use --home or RAGBENCH_HOME to pick another)")
         try:
             home.mkdir(parents=True, exist_ok=True)
-            probe = home / ".write-test"
-            probe.write_bytes(b"")
-            probe.unlink()
+            # a name of its own: two sweeps starting together on one home must not unlink each other's probe
+            with tempfile.NamedTemporaryFile(dir=home, prefix=".write-test-"):
+                pass
         except OSError as e:
             raise RagbenchError(f"home {home} cannot be written ({e.strerror}); pick another with --home") from None
         return home
