@@ -95,21 +95,30 @@ def build_distractor_corpus(out: Path, n_docs: int, seed: int = 0, source: Path 
 
 class TimingRunner:
     """A :class:`~ragbench.sweep.runner.LocalRunner` that also adds up the wall time and the CPU time (all threads
-    of this process) of each stage by kind (the stage name up to its first space; ``evaluate bm25|dense``)."""
+    of this process) of each stage by kind (the stage name up to its first space; ``evaluate bm25|dense``), and how
+    far each stage raised the process's peak RSS (the kernel's high-water mark before and after it): the stage with
+    the largest raise is the one that sets the peak."""
 
     def __init__(self):
         from ragbench.sweep.runner import LocalRunner
 
-        self.inner, self.seconds, self.cpu = LocalRunner(), {}, {}
+        self.inner, self.seconds, self.cpu, self.peak_raise = LocalRunner(), {}, {}, {}
 
     def run(self, name, fn, /, *args, **kwargs):
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, m0 = time.perf_counter(), time.process_time(), _peak_rss_gb()
         try:
             return self.inner.run(name, fn, *args, **kwargs)
         finally:
             kind = _stage_kind(name)
             self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - t0
             self.cpu[kind] = self.cpu.get(kind, 0.0) + time.process_time() - c0
+            self.peak_raise[kind] = self.peak_raise.get(kind, 0.0) + _peak_rss_gb() - m0
+
+
+def _peak_rss_gb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def _stage_kind(name: str) -> str:
@@ -138,7 +147,7 @@ def child(data: Path, home: Path, n: int) -> None:
     metrics = {o.name: {k: o.metrics.get(k) for k in ("ndcg@10", "recall@100")} for o in result.outcomes}
     failed = [o.error for o in result.outcomes if o.status == "failed"]
     print(json.dumps({"stages": stages, "total": total, "cpu": cpu, "total_cpu": total_cpu, "metrics": metrics,
-                      "failed": failed}), flush=True)
+                      "failed": failed, "peak_raise_gb": runner.peak_raise}), flush=True)
 
 
 def du(path: Path) -> int:
@@ -192,6 +201,9 @@ def report(rows: list[dict]) -> None:
     print("(stages under ~1 s are noise-dominated: read their exponents with care)")
     print(f"{'peak RSS GB':<16}" + "".join(f"{r['rss_gb']:>12.2f}" for r in rows)
           + (f"{growth_exponent([r['n'] for r in rows], [r['rss_gb'] for r in rows]):>10.2f}" if len(rows) > 1 else ""))
+    print("peak RSS raised by each stage, GB (the kernel's high-water mark after the stage minus before it)")
+    for s in stages:
+        print(f"  {s:<14}" + "".join(f"{r.get('peak_raise_gb', {}).get(s, 0.0):>12.2f}" for r in rows))
     print(f"{'home disk GB':<16}" + "".join(f"{r['disk_gb']:>12.2f}" for r in rows))
     print(f"{'corpus.jsonl GB':<16}" + "".join(f"{r['corpus_gb']:>12.2f}" for r in rows))
     for r in rows:

@@ -90,3 +90,32 @@ def test_span_outside_document_is_an_error_and_overlaps_are_merged_with_warning(
     ds = load_dataset(DatasetSpec(path=root))
     assert ds.spans.select("start", "end").rows() == [(0, 10)]
     assert len(ds.warnings) == 1 and "overlaps" in ds.warnings[0]
+
+
+def test_a_line_separator_inside_a_json_string_is_text_not_a_line_end(tmp_path):
+    """JSON Lines end at \\n only: U+2028 / U+2029 written raw inside a string are part of the text (a reader
+    splitting with ``str.splitlines`` cut such a line in two and called it malformed), and line numbers after it
+    still count file lines."""
+    text = "first\u2028second\u2029third"
+    corpus = ['{"_id": "d1", "title": "T", "text": "' + text + '"}', '{"_id": "d2", "text": "gamma"}']
+    root = _beir(tmp_path, corpus, GOOD_QUERIES, ["q1\td1\t1"])
+    ds = load_dataset(DatasetSpec(path=root))
+    assert ds.corpus.filter(ds.corpus["doc_id"] == "d1")["text"].item() == text
+    root = _beir(tmp_path / "bad", corpus + ['{"_id": "d3", "text": 7}'], GOOD_QUERIES, ["q1\td1\t1"])
+    with pytest.raises(DatasetError, match=r"corpus.jsonl:3: 'text' must be a string"):
+        load_dataset(DatasetSpec(path=root))
+
+
+def test_a_large_corpus_is_read_in_batches_with_the_same_table(tmp_path, monkeypatch):
+    """The corpus becomes Arrow a batch of rows at a time: with a batch of 2 rows the table equals the one-batch
+    table, in file order."""
+    import ragbench.core.schemas as schemas
+
+    corpus = [json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"text {i} ü", "metadata": {"n": i}})
+              for i in range(7)]
+    root = _beir(tmp_path, corpus, GOOD_QUERIES, ["q1\td1\t1"])
+    whole = load_dataset(DatasetSpec(path=root)).corpus
+    monkeypatch.setattr(schemas, "FRAME_BATCH_ROWS", 2)
+    monkeypatch.setattr(schemas.frame_from_rows, "__defaults__", (2,))
+    batched = load_dataset(DatasetSpec(path=root)).corpus
+    assert batched.equals(whole) and batched["doc_id"].to_list() == [f"d{i}" for i in range(7)]

@@ -88,6 +88,28 @@ def test_vector_cache_embeds_each_text_once_across_calls_and_roles(tmp_path):
     assert s4.computed == 0
 
 
+def test_a_polars_column_embeds_into_the_same_segments_as_a_list(tmp_path, monkeypatch):
+    """A chunk table's column is read a batch at a time, never whole: the cache gets the same segments (same
+    texts, same order: longest first, first occurrence wins) and the same vectors as from a Python list."""
+    import polars as pl
+
+    import ragbench.embedding.embed as embed
+
+    monkeypatch.setattr(embed, "HASH_BATCH", 3)  # hashing crosses batch boundaries
+    spec = EmbedderSpec(model="static-retrieval-m2v")
+    texts = [f"text {'x' * (i % 4)} number {i} ü" for i in range(11)] + ["text  number 1 ü", "text x number 1 ü"]
+    as_list, as_column = VectorCache(tmp_path / "a", segment_rows=4), VectorCache(tmp_path / "b", segment_rows=4)
+    v1, s1 = embed_texts(texts, spec, "document", as_list, segment_rows=4)
+    v2, s2 = embed_texts(pl.Series(texts), spec, "document", as_column, segment_rows=4)
+    assert (s2.requested, s2.unique, s2.computed) == (s1.requested, s1.unique, s1.computed) == (13, 12, 12)
+    np.testing.assert_array_equal(v2, v1)
+
+    def segments(cache):
+        return [pq.read_table(p).column(0).to_pylist() for p in sorted(cache.root.rglob("seg-*.parquet"))]
+
+    assert segments(as_column) == segments(as_list) and len(segments(as_list)) == 3
+
+
 def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
     """Dense + Qdrant-BM25 sparse prefetches fused by Qdrant's RRF: the embedded engine and qdrant-client give the
     same ranking, and it equals ragbench's own RRF of the two prefetch lists (1-based ranks, k = 60)."""

@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from ragbench.chunking.headings import heading_path_at, markdown_headings
 from ragbench.core.hashing import stable_hash
 from ragbench.core.registry import Registry
-from ragbench.core.schemas import CHUNK_SCHEMA
+from ragbench.core.schemas import CHUNK_SCHEMA, frame_from_rows
 from ragbench.core.spec import Spec
 from ragbench.data.dataset import Dataset
 
@@ -146,4 +146,4 @@ def _rows(ds: Dataset, spec: ChunkerSpec) -> Iterator[tuple]:
 def chunk_corpus(ds: Dataset, spec: ChunkerSpec) -> pl.DataFrame:
     """Chunk every document of ``ds`` under ``spec``. Chunk ids hash ``(doc_id, start, end)``: the same span cut by
     two strategies is the same chunk."""
-    return pl.DataFrame(list(_rows(ds, spec)), schema=CHUNK_SCHEMA, orient="row")
+    return frame_from_rows(_rows(ds, spec), CHUNK_SCHEMA)

@@ -45,7 +45,10 @@ def atomic_write_verified(table: pa.Table | pl.DataFrame, folder: Path, prefix: 
     """Write ``table`` as ``folder/<prefix><sha256 of the file>.parquet`` atomically; returns the path."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{prefix}{uuid.uuid4().hex}.tmp"
-    pq.write_table(table.to_arrow() if isinstance(table, pl.DataFrame) else table, tmp)
+    if isinstance(table, pl.DataFrame):  # polars' own writer: no Arrow copy of the whole table first
+        table.write_parquet(tmp)
+    else:
+        pq.write_table(table, tmp)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     path = folder / f"{prefix}{file_sha256(tmp)}.parquet"

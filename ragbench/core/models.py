@@ -26,10 +26,16 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.settings import hub_downloads_allowed
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import polars as pl
 
 _revision_memo: Path | None = None  # where weight-file hashes are memoised (set by configure_revision_memo)
 _model_store: Path | None = None  # where fine-tuned models live (set by configure_model_store)
@@ -212,9 +218,12 @@ def load_tokenizer(name: str):
 COUNT_BATCH = 1024
 
 
-def count_tokens(texts: list[str], tokenizer: str) -> list[int]:
-    """Tokens per text under ``tokenizer`` (no special tokens), encoded :data:`COUNT_BATCH` texts at a time so
-    memory is bounded by one batch, not by the corpus."""
+def count_tokens(texts: Sequence[str] | pl.Series, tokenizer: str, prefix: str = "") -> list[int]:
+    """Tokens per text (``prefix`` + text) under ``tokenizer`` (no special tokens), encoded :data:`COUNT_BATCH`
+    texts at a time so memory is bounded by one batch, not by the corpus (a polars column is read batch by
+    batch too)."""
+    from ragbench.core.schemas import text_batches
+
     tok = load_tokenizer(tokenizer)
-    return [len(e.ids) for i in range(0, len(texts), COUNT_BATCH)
-            for e in tok.encode_batch(texts[i:i + COUNT_BATCH], add_special_tokens=False)]
+    return [len(e.ids) for batch in text_batches(texts, COUNT_BATCH)
+            for e in tok.encode_batch([prefix + t for t in batch] if prefix else batch, add_special_tokens=False)]

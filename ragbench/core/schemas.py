@@ -15,7 +15,8 @@ Every run is put in :func:`canonical_order` before it is judged or served: one t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 
 import polars as pl
 
@@ -29,6 +30,35 @@ CHUNK_SCHEMA = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int32,
 RUN_SCHEMA = {"query_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "doc_id": pl.String,
               "score": pl.Float64}
 PER_QUERY_SCHEMA = {"query_id": pl.String, "measure": pl.String, "value": pl.Float64}
+
+
+#: rows turned into one Arrow table at a time by :func:`frame_from_rows`
+FRAME_BATCH_ROWS = 50_000
+
+
+def frame_from_rows(rows: Iterable[tuple], schema: dict, batch_rows: int = FRAME_BATCH_ROWS) -> pl.DataFrame:
+    """The rows as one DataFrame of ``schema``, converted ``batch_rows`` at a time: only one batch of Python tuples
+    and strings is alive at once (a million documents as Python objects held ~6 KB each at peak)."""
+    rows = iter(rows)
+    parts = []
+    while batch := list(islice(rows, batch_rows)):
+        parts.append(pl.DataFrame(batch, schema=schema, orient="row"))
+    if not parts:
+        return pl.DataFrame(schema=schema)
+    return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
+
+
+def text_batches(texts: Sequence[str] | pl.Series, size: int) -> Iterator[list[str]]:
+    """``texts`` (a list, or a polars String column) as Python lists of at most ``size``, in order: a column is
+    turned into Python strings one batch at a time, never whole."""
+    for start in range(0, len(texts), size):
+        batch = texts[start:start + size]
+        yield batch.to_list() if isinstance(batch, pl.Series) else list(batch)
+
+
+def texts_at(texts: Sequence[str] | pl.Series, rows: list[int]) -> list[str]:
+    """The texts at ``rows`` (a list, or a polars String column) as a Python list."""
+    return texts.gather(rows).to_list() if isinstance(texts, pl.Series) else [texts[i] for i in rows]
 
 
 def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:

@@ -18,9 +18,10 @@ import polars as pl
 
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
-from ragbench.core.schemas import CORPUS_SCHEMA, QUERY_SCHEMA
+from ragbench.core.schemas import CORPUS_SCHEMA, QUERY_SCHEMA, frame_from_rows
 from ragbench.data.dataset import (
     Dataset,
+    _iter_jsonl,
     _read_jsonl,
     _read_qrels,
     _unique_ids,
@@ -40,20 +41,25 @@ def load_beir(spec: DatasetSpec) -> Dataset:
     corpus_path, queries_path = root / "corpus.jsonl", root / "queries.jsonl"
     qrels_path = root / "qrels" / f"{spec.split}.tsv"
 
-    corpus_rows = _read_jsonl(corpus_path, ("_id", "text"))
-    if not corpus_rows:
+    empty: dict[str, int] = {}  # empty documents: their line
+
+    def corpus_rows():  # checked and converted one line at a time: a large corpus never sits as Python objects
+        for lineno, obj in _unique_ids(corpus_path, _iter_jsonl(corpus_path, ("_id", "text"))):
+            if not isinstance(obj["text"], str):
+                raise DatasetError(f"{corpus_path}:{lineno}: 'text' must be a string")
+            metadata = _mapping(obj, "metadata", f"{corpus_path}:{lineno}")
+            if not obj["text"].strip():
+                empty[str(obj["_id"])] = lineno
+            yield str(obj["_id"]), str(obj.get("title") or ""), obj["text"], json.dumps(metadata, sort_keys=True)
+
+    corpus = frame_from_rows(corpus_rows(), CORPUS_SCHEMA)
+    if not corpus.height:
         raise DatasetError(f"{corpus_path}: empty corpus")
-    _unique_ids(corpus_path, corpus_rows)
-    query_rows = _read_jsonl(queries_path, ("_id", "text"))
+    if len(empty) == corpus.height:
+        raise DatasetError(f"{corpus_path}: every document's text is empty")
+    query_rows = list(_unique_ids(queries_path, _iter_jsonl(queries_path, ("_id", "text"))))
     if not query_rows:
         raise DatasetError(f"{queries_path}: no queries")
-    _unique_ids(queries_path, query_rows)
-    for lineno, obj in corpus_rows:
-        if not isinstance(obj["text"], str):
-            raise DatasetError(f"{corpus_path}:{lineno}: 'text' must be a string")
-        _mapping(obj, "metadata", f"{corpus_path}:{lineno}")
-    if all(not o["text"].strip() for _, o in corpus_rows):
-        raise DatasetError(f"{corpus_path}: every document's text is empty")
     for lineno, obj in query_rows:
         where = f"{queries_path}:{lineno}"
         if not isinstance(obj["text"], str) or not obj["text"].strip():
@@ -63,10 +69,6 @@ def load_beir(spec: DatasetSpec) -> Dataset:
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise DatasetError(f"{where}: query {obj['_id']!r}: metadata.answers must be a list of strings, got "
                                f"{answers!r:.60}")
-
-    corpus = pl.DataFrame(
-        [(str(o["_id"]), str(o.get("title") or ""), o["text"], json.dumps(o.get("metadata") or {}, sort_keys=True))
-         for _, o in corpus_rows], schema=CORPUS_SCHEMA, orient="row")
     doc_len = dict(zip(corpus["doc_id"], corpus["text"].str.len_chars()))
 
     query_meta = {str(o["_id"]): (o.get("metadata") or {}) for _, o in query_rows}
@@ -75,7 +77,6 @@ def load_beir(spec: DatasetSpec) -> Dataset:
           [str(a) for a in (o.get("metadata") or {}).get("answers", []) or []])
          for _, o in query_rows], schema=QUERY_SCHEMA, orient="row")
     qrels = _read_qrels(qrels_path, set(doc_len), set(query_meta))
-    empty = {str(o["_id"]): n for n, o in corpus_rows if not o["text"].strip()}
     judged_empty = sorted(set(qrels["doc_id"]) & set(empty), key=empty.get)
     if judged_empty:
         did = judged_empty[0]

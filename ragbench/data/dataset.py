@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -54,16 +55,20 @@ class Dataset:
 
 
 # ---------------------------------------------------------------- JSONL / TSV readers with file:line errors
-def _text_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file (a BOM is dropped); any other encoding is an error naming the line."""
-    data = path.read_bytes()
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise DatasetError(f"{path}:1: UTF-16 text; save the file as UTF-8")
-    try:
-        return data.decode("utf-8-sig").splitlines()
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DatasetError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}); save the file as UTF-8") from None
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file, one at a time, without their line ends (a BOM is dropped); any other encoding
+    is an error naming the line. Lines end at ``\\n`` only (as JSON Lines and TSV define them)."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if lineno == 1:
+                if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    raise DatasetError(f"{path}:1: UTF-16 text; save the file as UTF-8")
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                raise DatasetError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[e.start]:02x}); save the file as "
+                                   "UTF-8") from None
 
 
 def relevance_grade(value, where: str) -> int:
@@ -79,9 +84,13 @@ def relevance_grade(value, where: str) -> int:
 
 
 def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    return list(_iter_jsonl(path, required))
+
+
+def _iter_jsonl(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line, checked to be a JSON object with the ``required`` keys."""
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")
-    rows = []
     for lineno, line in enumerate(_text_lines(path), 1):
         if not line.strip():
             continue
@@ -94,17 +103,18 @@ def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]
         missing = [k for k in required if k not in obj]
         if missing:
             raise DatasetError(f"{path}:{lineno}: missing field(s) {', '.join(missing)}")
-        rows.append((lineno, obj))
-    return rows
+        yield lineno, obj
 
 
-def _unique_ids(path: Path, rows: list[tuple[int, dict]], key: str = "_id") -> None:
+def _unique_ids(path: Path, rows: Iterable[tuple[int, dict]], key: str = "_id") -> Iterator[tuple[int, dict]]:
+    """``rows`` as they come, checked to carry distinct ``key`` values (an error names the line of the repeat)."""
     seen: dict[str, int] = {}
     for lineno, obj in rows:
         i = str(obj[key])
         if i in seen:
             raise DatasetError(f"{path}:{lineno}: duplicate id {i!r} (first seen on line {seen[i]})")
         seen[i] = lineno
+        yield lineno, obj
 
 
 def _read_qrels(path: Path, doc_ids: set[str], query_ids: set[str]) -> pl.DataFrame:

@@ -7,11 +7,13 @@ weights revision, so changing only retrieval settings (k, fusion, reranking) nev
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+import polars as pl
 
 from ragbench.chunking.stats import window_statistics
 from ragbench.core.cache import EmbedStats, VectorCache
@@ -28,6 +30,7 @@ from ragbench.core.models import (
 )
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
+from ragbench.core.schemas import text_batches, texts_at
 from ragbench.core.workers import InProcess, Workers, chunked
 from ragbench.embedding.spec import EmbedderSpec
 
@@ -59,7 +62,7 @@ def embedding_window(spec: EmbedderSpec) -> int | None:
     return int(limit) - len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
 
 
-def embedding_window_statistics(texts: list[str], spec: EmbedderSpec) -> dict[str, float]:
+def embedding_window_statistics(texts: Sequence[str] | pl.Series, spec: EmbedderSpec) -> dict[str, float]:
     """:func:`ragbench.chunking.stats.window_statistics` of document ``texts`` as this embedder sees them (document
     prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with. A model that reads
     every token (no window) is not tokenized: the counts would not change the result, and on a static model that
@@ -69,14 +72,23 @@ def embedding_window_statistics(texts: list[str], spec: EmbedderSpec) -> dict[st
         if window is None:
             load_tokenizer(spec.model)  # same answer as before for a model without a local tokenizer: {}
             return window_statistics([0] * len(texts), None)
-        counts = count_tokens([spec.document_prompt + t for t in texts], spec.model)
+        counts = count_tokens(texts, spec.model, prefix=spec.document_prompt)
         return window_statistics(counts, window)
     except ModelError:
         return {}
 
 
-def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorCache, segment_rows: int = 512,
-                return_vectors: bool = True, reserve_bytes: int = 200 * 1024 * 1024,
+#: texts hashed at a time (a polars column becomes Python strings one batch at a time)
+HASH_BATCH = 50_000
+
+
+def prompt_hashes(texts: Sequence[str] | pl.Series, prompt: str) -> list[str]:
+    """The vector cache's key of each text: ``text_hash(prompt + text)`` (what the model reads)."""
+    return [text_hash(prompt + t) for batch in text_batches(texts, HASH_BATCH) for t in batch]
+
+
+def embed_texts(texts: Sequence[str] | pl.Series, spec: EmbedderSpec, role: Role, cache: VectorCache,
+                segment_rows: int = 512, return_vectors: bool = True, reserve_bytes: int = 200 * 1024 * 1024,
                 workers: Workers | None = None) -> tuple[np.ndarray | None, EmbedStats]:
     """Vectors for ``texts`` (row i for text i), computing only what the cache lacks.
 
@@ -84,27 +96,35 @@ def embed_texts(texts: list[str], spec: EmbedderSpec, role: Role, cache: VectorC
     ``segment_rows`` and each segment is encoded and stored as soon as it is done, so an interrupted run resumes
     where it died. Segments are grouped into shards that run on ``workers`` (here by default; a Dask cluster
     scales out): the same segments, encoded the same way, wherever they run. With ``return_vectors=False``
-    nothing is held in memory beyond one segment (the index streams from the cache).
+    nothing is held in memory beyond one segment (the index streams from the cache); ``texts`` may be a polars
+    column, read into Python strings one batch at a time (here, one shard at a time).
     """
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
     key = model_key(spec)
-    hashes = [text_hash(prompt + t) for t in texts]
-    unique: dict[str, str] = dict(zip(hashes, texts))
+    hashes = prompt_hashes(texts, prompt)
+    first_row: dict[str, int] = {}  # each distinct text: the row it first appears at
+    for row, h in enumerate(hashes):
+        first_row.setdefault(h, row)
     known = cache.known(key, role)
-    missing = sorted((h for h in unique if h not in known), key=lambda h: -len(unique[h]))
+    chars = texts.str.len_chars().to_list() if isinstance(texts, pl.Series) else [len(t) for t in texts]
+    missing = sorted((h for h in first_row if h not in known), key=lambda h: -chars[first_row[h]])
     if missing:
         ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts",
                           reserve_bytes=reserve_bytes)
-        segments = [(seg, [unique[h] for h in seg]) for seg in chunked(missing, segment_rows)]
         per_shard = 1 if workers is None or isinstance(workers, InProcess) else 2
-        shards = [EmbedShard(spec, role, key, cache.root.parent, group) for group in chunked(segments, per_shard)]
+        groups = list(chunked(list(chunked(missing, segment_rows)), per_shard))
+
+        def shard(group: list[list[str]]) -> EmbedShard:
+            return EmbedShard(spec, role, key, cache.root.parent,
+                              [(seg, texts_at(texts, [first_row[h] for h in seg])) for seg in group])
+
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
             if workers is None or isinstance(workers, InProcess):  # here: the bar moves per batch
-                for shard in shards:
-                    embed_shard(shard, on_batch=advance)
+                for group in groups:  # each shard's texts made only when it runs
+                    embed_shard(shard(group), on_batch=advance)
             else:  # on a cluster: per shard, as each one comes back
-                workers.map(embed_shard, shards, on_done=advance)
-    stats = EmbedStats(requested=len(texts), unique=len(unique), cached=len(unique) - len(missing),
+                workers.map(embed_shard, [shard(g) for g in groups], on_done=advance)
+    stats = EmbedStats(requested=len(texts), unique=len(first_row), cached=len(first_row) - len(missing),
                        computed=len(missing))
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
              stats.unique, stats.cached, stats.computed)

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 
 from ragbench.data.dataset import Dataset
 from ragbench.retrieval import RetrievalResources, retrieve
@@ -111,14 +113,15 @@ def size_measures(run_config, res: RetrievalResources, embed_seconds: float = 0.
             "embed_seconds": float(embed_seconds) if run_config.embedder is not None else 0.0}
 
 
-def embed_seconds_estimate(texts: list[str], embedder, *, sample: int = EMBED_SAMPLE, seed: int = 0) -> float:
+def embed_seconds_estimate(texts: Sequence[str] | pl.Series, embedder, *, sample: int = EMBED_SAMPLE, seed: int = 0) -> float:
     """Seconds to embed all ``texts`` as documents from scratch: a seeded sample of at most ``sample`` of them
     encoded without the cache (after an untimed warm-up on the first), seconds per text x ``len(texts)``."""
     from ragbench.embedding.embed import encode_uncached
 
-    if not texts:
+    if len(texts) == 0:
         return 0.0
-    picked = random.Random(seed).sample(texts, min(sample, len(texts)))
+    # the indices random.sample would pick from the list itself: a column is never turned into Python strings whole
+    picked = [texts[i] for i in random.Random(seed).sample(range(len(texts)), min(sample, len(texts)))]
     encode_uncached(picked[:1], embedder, "document")
     t0 = time.perf_counter()
     encode_uncached(picked, embedder, "document")

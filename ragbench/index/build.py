@@ -13,12 +13,12 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.cache import ChunkCache, VectorCache
-from ragbench.core.hashing import text_hash
 from ragbench.core.progress import log, timed
 from ragbench.core.resources import ensure_disk_space
-from ragbench.embedding.embed import model_key
+from ragbench.core.schemas import texts_at
+from ragbench.embedding.embed import model_key, prompt_hashes
 from ragbench.embedding.spec import EmbedderSpec
-from ragbench.index.filters import chunk_payloads
+from ragbench.index.filters import ChunkPayloads
 from ragbench.index.qdrant import CollectionMeta, bm25_sparse, collection_name
 from ragbench.index.spec import IndexSpec
 
@@ -60,21 +60,21 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
     """
     key = model_key(embedder)
     name = collection_for(dataset_fingerprint, chunker, embedder, index_spec, sparse)
-    texts = chunks["index_text"].to_list()
-    hashes = [text_hash(embedder.document_prompt + t) for t in texts]
+    texts = chunks["index_text"]
+    hashes = prompt_hashes(texts, embedder.document_prompt)
     rows: dict[str, list[int]] = {}
     for i, h in enumerate(hashes):
         rows.setdefault(h, []).append(i)
-    payloads = chunk_payloads(chunks, corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
+    payloads = ChunkPayloads(chunks, corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
 
     def batches():
         for picked, mat in cache.iter_vectors(key, "document", set(rows)):
             ids = [i for h in picked for i in rows[h]]
             vecs = np.repeat(mat, [len(rows[h]) for h in picked], axis=0)
             if sparse:
-                yield np.array(ids), vecs, [payloads[i] for i in ids], bm25_sparse([texts[i] for i in ids])
+                yield np.array(ids), vecs, payloads.at(ids), bm25_sparse(texts_at(texts, ids))
             else:
-                yield np.array(ids), vecs, [payloads[i] for i in ids]
+                yield np.array(ids), vecs, payloads.at(ids)
 
     first = next(cache.iter_vectors(key, "document", {hashes[0]}), None) if hashes else None
     dim = int(first[1].shape[1]) if first else 0

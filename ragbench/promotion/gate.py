@@ -180,7 +180,7 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
     sessions = []
     emb = run_config.embedder
     if emb is not None:
-        embed_texts(chunks["index_text"].to_list(), emb, "document", cache, return_vectors=False,
+        embed_texts(chunks["index_text"], emb, "document", cache, return_vectors=False,
                     reserve_bytes=settings.min_free_bytes)
         build = dict(disk_root=home, reserve_bytes=settings.min_free_bytes)
         res.index = index

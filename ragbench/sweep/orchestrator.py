@@ -429,7 +429,7 @@ class _Sweep:
         emb = run_config.embedder
         with lock:
             if tok not in plan.tokens:
-                counts = dict(zip(plan.chunks["chunk_id"], count_tokens(plan.chunks["text"].to_list(), tok)))
+                counts = dict(zip(plan.chunks["chunk_id"], count_tokens(plan.chunks["text"], tok)))
                 plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus))
             counts, stats = plan.tokens[tok]
             if ctx_tok not in plan.context_texts:  # per-chunk context work, shared by this chunker's configs
@@ -437,11 +437,11 @@ class _Sweep:
                                                          plan.tokens[ctx_tok][0] if ctx_tok in plan.tokens else None)
             if emb is not None:
                 if emb.spec_id not in plan.windows:
-                    plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"].to_list(),
+                    plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"],
                                                                             emb)
                 stats = {**stats, **plan.windows[emb.spec_id]}
                 if emb.spec_id not in plan.embed_seconds:
-                    plan.embed_seconds[emb.spec_id] = embed_seconds_estimate(plan.chunks["index_text"].to_list(),
+                    plan.embed_seconds[emb.spec_id] = embed_seconds_estimate(plan.chunks["index_text"],
                                                                              emb)
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
                                        rerankers=self.rerankers, query_encodings=self.query_encodings,

@@ -65,7 +65,7 @@ def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache, se
                           reserve_bytes: int = 200 * 1024 * 1024, workers: Workers | None = None) -> EmbedStats:
     """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them), in shards
     on ``workers`` (here by default)."""
-    return embed_texts(chunks["index_text"].to_list(), embedder, "document", cache, segment_rows=segment_rows,
+    return embed_texts(chunks["index_text"], embedder, "document", cache, segment_rows=segment_rows,
                        return_vectors=False, reserve_bytes=reserve_bytes, workers=workers)[1]
 
 
