@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.chunking.sentences import sentence_spans
+from ragbench.core.schemas import FRAME_BATCH_ROWS
 
 
 def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], spans: pl.DataFrame,
@@ -44,12 +45,12 @@ def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], span
     if missing:
         raise ValueError(f"token_counts lacks {len(missing)} chunk id(s), e.g. {missing[:3]}")
     tokens = np.array([token_counts[c] for c in chunks["chunk_id"].to_list()], dtype=np.float64)
-    texts = dict(zip(corpus["doc_id"], corpus["text"]))
-    unknown = set(chunks["doc_id"].unique().to_list()) - texts.keys()
-    if unknown:
-        raise ValueError(f"chunks name {len(unknown)} document(s) absent from the corpus, e.g. {sorted(unknown)[:3]}")
+    unknown = chunks.select("doc_id").unique().join(corpus.select("doc_id"), on="doc_id", how="anti")["doc_id"]
+    if len(unknown):
+        raise ValueError(f"chunks name {len(unknown)} document(s) absent from the corpus, e.g. "
+                         f"{sorted(unknown.to_list())[:3]}")
 
-    end_cut, start_cut = _sentence_cuts(chunks, texts)
+    end_cut, start_cut = _sentence_cuts(chunks, corpus)
     split, counted, uncovered = _split_spans(chunks, spans)
     index_chars = float((chunks["end"] - chunks["start"]).sum())
     corpus_chars = float(corpus["text"].str.len_chars().sum())
@@ -73,19 +74,24 @@ def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], span
     }
 
 
-def _sentence_cuts(chunks: pl.DataFrame, texts: dict[str, str]) -> tuple[np.ndarray, np.ndarray]:
-    """Per chunk: (end is mid-sentence, start is mid-sentence)."""
-    ends_ok: dict[str, set[int]] = {}
-    starts_ok: dict[str, set[int]] = {}
-    for doc_id in chunks["doc_id"].unique().to_list():
-        text = texts[doc_id]
-        sents = sentence_spans(text)
-        body = len(text) - len(text.lstrip()), len(text.rstrip())
-        starts_ok[doc_id] = {s for s, _ in sents} | {0, body[0]}
-        ends_ok[doc_id] = {e for _, e in sents} | {len(text), body[1]}
-    rows = chunks.select("doc_id", "start", "end").iter_rows()
-    cuts = np.array([(e not in ends_ok[d], s not in starts_ok[d]) for d, s, e in rows], dtype=bool)
-    return cuts[:, 0], cuts[:, 1]
+def _sentence_cuts(chunks: pl.DataFrame, corpus: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per chunk (row order): (end is mid-sentence, start is mid-sentence). A boundary is whole when it is a sentence
+    boundary of its document, the document's start or end, or where its surrounding whitespace begins or ends.
+    Documents are taken a batch at a time (their texts and boundary sets are never all held at once)."""
+    end_cut = np.zeros(chunks.height, dtype=bool)
+    start_cut = np.zeros(chunks.height, dtype=bool)
+    by_doc = (chunks.select(pl.int_range(pl.len()).alias("row"), "doc_id", "start", "end")
+              .group_by("doc_id").agg("row", "start", "end"))
+    docs = corpus.select("doc_id", "text").join(by_doc, on="doc_id", how="inner")
+    for batch in docs.iter_slices(n_rows=FRAME_BATCH_ROWS):
+        for _, text, rows, starts, ends in batch.iter_rows():
+            sents = sentence_spans(text)
+            body = len(text) - len(text.lstrip()), len(text.rstrip())
+            starts_ok = {s for s, _ in sents} | {0, body[0]}
+            ends_ok = {e for _, e in sents} | {len(text), body[1]}
+            for row, s, e in zip(rows, starts, ends):
+                end_cut[row], start_cut[row] = e not in ends_ok, s not in starts_ok
+    return end_cut, start_cut
 
 
 def _split_spans(chunks: pl.DataFrame, spans: pl.DataFrame) -> tuple[int, int, int]:

@@ -30,7 +30,8 @@ def preflight(cfg: SweepConfig, settings: Settings) -> None:
     local LLM server and model are built."""
     for emb in cfg.embedders:
         resolve_model(emb.model)
-        resolve_device(emb.device)  # device: cuda on a machine without a GPU fails here, not mid-sweep
+        if emb.device == "cuda":  # fails here on a machine without a GPU, not mid-sweep (auto and cpu cannot
+            resolve_device(emb.device)  # fail: torch is not imported for them before something is embedded)
     for ch in cfg.chunkers:
         if ch.tokenizer_name:
             resolve_model(ch.tokenizer_name)
