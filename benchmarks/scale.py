@@ -220,12 +220,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, help="temp folder (default: the system's); needs ~0.5 GB per 100k chunks")
     ap.add_argument("--json", type=Path, help="also write the measured rows here")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                    help="run nothing: print the tables and exponents of rows saved by earlier --json runs")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args.data, args.home, args.child)
+    if args.report:
+        return report(sorted((row for f in args.report for row in json.loads(f.read_text())), key=lambda r: r["n"]))
     print(f"scale sweep over {', '.join(f'{n:,}' for n in args.sizes)} chunks (static-retrieval-m2v + BM25, HNSW)",
           flush=True)
     rows = []

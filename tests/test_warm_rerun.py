@@ -145,3 +145,24 @@ def test_cli_fresh_flag(cold, home, tmp_path):
     assert res.exit_code == 0, res.output
     latest = store.latest_sweep_id("warm")
     assert store.query("SELECT count(reused_from) AS n FROM configs WHERE sweep_id = ?", [latest])["n"][0] == 0
+
+
+def test_a_warm_rerun_in_a_new_process_imports_no_model_library(cold, home, tmp_path):
+    """Everything reused: the rerun and its report never import torch, sentence-transformers or scipy (1-2 s of a
+    warm process here; benchmarks/sweep_overhead.py measures the whole)."""
+    import subprocess
+    import sys
+
+    script = f"""import sys
+from ragbench import Settings, load_config, publish_sweep, run_sweep
+settings = Settings.from_env(home={str(home)!r}).replace(mlflow_tracking_uri=None, qdrant_url=None,
+                                                          qdrant_api_key=None)
+result = run_sweep(load_config({str(tmp_path / 'warm.yaml')!r}), settings)
+assert all(o.reused_from for o in result.outcomes), "not a warm rerun"
+publish_sweep(result.sweep_id, settings, mlflow=False)
+print(sorted(m for m in ("torch", "sentence_transformers", "transformers", "scipy") if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT,
+                         env={**__import__("os").environ, "RAGBENCH_PROGRESS": "0"}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
