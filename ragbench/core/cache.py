@@ -41,12 +41,18 @@ class DamagedEntry(Exception):
     """A cache file whose bytes do not match its checksum, or that is not the table it should be."""
 
 
+#: rows per Parquet row group when a polars table is written (one group's Arrow copy is alive at a time)
+PARQUET_ROW_GROUP = 50_000
+
+
 def atomic_write_verified(table: pa.Table | pl.DataFrame, folder: Path, prefix: str) -> Path:
     """Write ``table`` as ``folder/<prefix><sha256 of the file>.parquet`` atomically; returns the path."""
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{prefix}{uuid.uuid4().hex}.tmp"
-    if isinstance(table, pl.DataFrame):  # polars' own writer: no Arrow copy of the whole table first
-        table.write_parquet(tmp)
+    if isinstance(table, pl.DataFrame):  # a row group at a time: never an Arrow copy of the whole table
+        with pq.ParquetWriter(tmp, table.head(0).to_arrow().schema) as writer:
+            for part in table.iter_slices(PARQUET_ROW_GROUP):
+                writer.write_table(part.to_arrow())
     else:
         pq.write_table(table, tmp)
     with open(tmp, "rb") as f:
