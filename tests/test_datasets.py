@@ -109,7 +109,7 @@ def test_a_line_separator_inside_a_json_string_is_text_not_a_line_end(tmp_path):
 def test_a_large_corpus_is_read_in_batches_with_the_same_table(tmp_path, monkeypatch):
     """The corpus becomes Arrow a batch of rows at a time: with a batch of 2 rows the table equals the one-batch
     table, in file order."""
-    import ragbench.core.schemas as schemas
+    from ragbench.core import schemas
 
     corpus = [json.dumps({"_id": f"d{i}", "title": f"T{i}", "text": f"text {i} ü", "metadata": {"n": i}})
               for i in range(7)]

@@ -93,7 +93,7 @@ def test_a_polars_column_embeds_into_the_same_segments_as_a_list(tmp_path, monke
     texts, same order: longest first, first occurrence wins) and the same vectors as from a Python list."""
     import polars as pl
 
-    import ragbench.embedding.embed as embed
+    from ragbench.embedding import embed
 
     monkeypatch.setattr(embed, "HASH_BATCH", 3)  # hashing crosses batch boundaries
     spec = EmbedderSpec(model="static-retrieval-m2v")
