@@ -37,30 +37,39 @@ from ragbench.core.schemas import FRAME_BATCH_ROWS
 
 
 def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], spans: pl.DataFrame,
-                     corpus: pl.DataFrame) -> dict[str, float]:
-    """Statistics of one chunking of ``corpus`` (see the module docstring for every key and its definition)."""
+                     corpus: pl.DataFrame, shape: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Statistics of one chunking of ``corpus`` (see the module docstring for every key and its definition).
+    ``shape``: this chunking's :func:`chunk_shape_statistics`, when already computed (they do not depend on the
+    tokenizer, so a sweep computes them once per chunker)."""
     if chunks.is_empty():
         raise ValueError("no chunks: the chunker produced nothing for this corpus")
     missing = [c for c in chunks["chunk_id"].to_list() if c not in token_counts]
     if missing:
         raise ValueError(f"token_counts lacks {len(missing)} chunk id(s), e.g. {missing[:3]}")
     tokens = np.array([token_counts[c] for c in chunks["chunk_id"].to_list()], dtype=np.float64)
-    unknown = chunks.select("doc_id").unique().join(corpus.select("doc_id"), on="doc_id", how="anti")["doc_id"]
-    if len(unknown):
-        raise ValueError(f"chunks name {len(unknown)} document(s) absent from the corpus, e.g. "
-                         f"{sorted(unknown.to_list())[:3]}")
-
-    end_cut, start_cut = _sentence_cuts(chunks, corpus)
-    split, counted, uncovered = _split_spans(chunks, spans)
-    index_chars = float((chunks["end"] - chunks["start"]).sum())
-    corpus_chars = float(corpus["text"].str.len_chars().sum())
-    n = chunks.height
     return {
-        "chunk_count": float(n),
+        "chunk_count": float(chunks.height),
         "chunk_tokens_mean": float(tokens.mean()),
         "chunk_tokens_p50": float(np.percentile(tokens, 50)),
         "chunk_tokens_p95": float(np.percentile(tokens, 95)),
         "chunk_tokens_max": float(tokens.max()),
+        **(shape if shape is not None else chunk_shape_statistics(chunks, spans, corpus)),
+        "index_tokens": float(tokens.sum()),
+    }
+
+
+def chunk_shape_statistics(chunks: pl.DataFrame, spans: pl.DataFrame, corpus: pl.DataFrame) -> dict[str, float]:
+    """The tokenizer-independent part of :func:`chunk_statistics`: sentence cuts, split and uncovered evidence
+    spans, characters indexed against the corpus."""
+    unknown = chunks.select("doc_id").unique().join(corpus.select("doc_id"), on="doc_id", how="anti")["doc_id"]
+    if len(unknown):
+        raise ValueError(f"chunks name {len(unknown)} document(s) absent from the corpus, e.g. "
+                         f"{sorted(unknown.to_list())[:3]}")
+    end_cut, start_cut = _sentence_cuts(chunks, corpus)
+    split, counted, uncovered = _split_spans(chunks, spans)
+    index_chars = float((chunks["end"] - chunks["start"]).sum())
+    corpus_chars = float(corpus["text"].str.len_chars().sum())
+    return {
         "chunks_end_mid_sentence": float(end_cut.mean()),
         "chunks_start_mid_sentence": float(start_cut.mean()),
         "chunks_cut_mid_sentence": float((end_cut | start_cut).mean()),
@@ -70,7 +79,6 @@ def chunk_statistics(chunks: pl.DataFrame, token_counts: Mapping[str, int], span
         "index_chars": index_chars,
         "corpus_chars": corpus_chars,
         "expansion": index_chars / corpus_chars if corpus_chars else math.nan,
-        "index_tokens": float(tokens.sum()),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import deque
 from collections.abc import Sequence
 from typing import Literal
 
@@ -95,7 +96,7 @@ def build_lean_index(retriever, texts: Sequence[str] | pl.Series, stopwords: str
     from bm25s.scoring import _build_idf_array, _build_nonoccurrence_array, _select_idf_scorer, _select_tfc_scorer
 
     vocab: dict[str, int] = {}
-    batches = []  # per batch: (distinct terms per document, term ids, term frequencies)
+    batches = deque()  # per batch: (distinct terms per document, term ids, term frequencies)
     lengths = []
     for batch in text_batches(texts, batch_size):
         ids, local_vocab = bm25s.tokenize(batch, stopwords=stopwords, stemmer=stemmer, show_progress=False)
@@ -138,7 +139,7 @@ def build_lean_index(retriever, texts: Sequence[str] | pl.Series, stopwords: str
     heads = indptr[:-1].copy()  # next free slot of each term's column
     first_doc = 0
     while batches:
-        terms_per_doc, terms, tf = batches.pop(0)
+        terms_per_doc, terms, tf = batches.popleft()  # each batch freed once it is placed
         doc = np.repeat(np.arange(first_doc, first_doc + len(terms_per_doc), dtype=np.int64), terms_per_doc)
         first_doc += len(terms_per_doc)
         # the same elementwise expressions bm25s evaluates per document (float64, then stored as float32)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ragbench.chunking.stats import chunk_statistics
+from ragbench.chunking.stats import chunk_shape_statistics, chunk_statistics
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import RagbenchError, StoreBusyError
@@ -430,7 +430,10 @@ class _Sweep:
         with lock:
             if tok not in plan.tokens:
                 counts = dict(zip(plan.chunks["chunk_id"], count_tokens(plan.chunks["text"], tok)))
-                plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus))
+                if plan.shape is None:
+                    plan.shape = chunk_shape_statistics(plan.chunks, self.ds.spans, self.ds.corpus)
+                plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus,
+                                                             plan.shape))
             counts, stats = plan.tokens[tok]
             if ctx_tok not in plan.context_texts:  # per-chunk context work, shared by this chunker's configs
                 plan.context_texts[ctx_tok] = ChunkTexts(ctx_tok, ContextSpec().shingle_size,

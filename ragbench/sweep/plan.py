@@ -60,6 +60,7 @@ class ChunkerPlan:
 
     chunks: pl.DataFrame
     tokens: dict[str, tuple[dict[str, int], dict[str, float]]] = field(default_factory=dict)
+    shape: dict[str, float] | None = None  # the tokenizer-independent chunk statistics, computed once
     context_texts: dict[str, ChunkTexts] = field(default_factory=dict)
     windows: dict[str, dict[str, float]] = field(default_factory=dict)
     embed_seconds: dict[str, float] = field(default_factory=dict)  # per embedder: estimated cost of its chunks
