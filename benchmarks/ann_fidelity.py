@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragbench.chunking import chunk_corpus
     from ragbench.config import DatasetSpec, EmbedderSpec, WholeDocChunker
     from ragbench.core.cache import VectorCache
+    from ragbench.core.schemas import index_texts
     from ragbench.data import load_dataset
     from ragbench.embedding.embed import embed_texts, model_key
     from ragbench.evaluation.ann import ann_fidelity, format_table
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     emb = EmbedderSpec(model=args.model)
     cache = VectorCache(home / "cache")
     t0 = time.perf_counter()
-    dv, dstats = embed_texts(chunks["index_text"].to_list(), emb, "document", cache)
+    dv, dstats = embed_texts(index_texts(chunks).to_list(), emb, "document", cache)
     qv, qstats = embed_texts(ds.queries["text"].to_list(), emb, "query", cache)
     embed_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="ann-fidelity-") as tmp:

@@ -18,6 +18,7 @@ from ragbench.chunking import chunk_corpus
 from ragbench.config import DatasetSpec, EmbedderSpec, FixedChunker
 from ragbench.core.cache import VectorCache
 from ragbench.core.models import load_sentence_transformer
+from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts
 
@@ -38,7 +39,7 @@ def main() -> None:
 
     ds = load_dataset(DatasetSpec(path=args.dataset, max_docs=args.max_docs, queries="all"))
     chunks = chunk_corpus(ds, FixedChunker(size=128, overlap=32))
-    texts = list(dict.fromkeys(chunks["index_text"].to_list()))
+    texts = list(dict.fromkeys(index_texts(chunks).to_list()))
     spec = EmbedderSpec(model=args.model, batch_size=args.batch_size)
     model = load_sentence_transformer(spec.model)
     model.encode(texts[:64], batch_size=args.batch_size)  # warm-up for both

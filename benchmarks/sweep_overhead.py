@@ -89,10 +89,11 @@ def timed_process(cmd: list[str], env: dict | None = None, label: str = "") -> t
 def unique_texts(cfg_path: Path) -> dict[str, list[str]]:
     """What the sweep embeds: every chunker's unique chunk texts and the unique query texts."""
     from ragbench import chunk_corpus, load_config, load_dataset
+    from ragbench.core.schemas import index_texts
 
     cfg = load_config(cfg_path)
     ds = load_dataset(cfg.dataset)
-    docs = sorted({t for c in cfg.chunkers for t in chunk_corpus(ds, c)["index_text"].to_list()})
+    docs = sorted({t for c in cfg.chunkers for t in index_texts(chunk_corpus(ds, c)).to_list()})
     return {"documents": docs, "queries": sorted(set(ds.queries["text"].to_list()))}
 
 

@@ -122,6 +122,7 @@ def main() -> None:
 
     from ragbench.config import BM25Retriever, WholeDocChunker, load_config
     from ragbench.core.models import count_tokens
+    from ragbench.core.schemas import index_texts
     from ragbench.core.settings import Settings
     from ragbench.data import load_dataset
     from ragbench.evaluation.metrics import measures_from_spec
@@ -162,7 +163,7 @@ def main() -> None:
     from ragbench.chunking import chunk_corpus
 
     chunks = chunk_corpus(ds, WholeDocChunker())
-    hits = BM25Index(BM25Retriever(), chunks["index_text"].to_list()).search(ds.queries["text"].to_list(), depth=100)
+    hits = BM25Index(BM25Retriever(), index_texts(chunks).to_list()).search(ds.queries["text"].to_list(), depth=100)
     run = run_from_hits(ds.queries["query_id"].to_list(), chunks, hits.ids, hits.scores)
     tok_counts = dict(zip(chunks["chunk_id"], count_tokens(chunks["text"].to_list(), "all-MiniLM-L6-v2")))
     t0 = time.perf_counter()

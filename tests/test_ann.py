@@ -9,6 +9,7 @@ import pytest
 from ragbench.chunking import chunk_corpus
 from ragbench.config import DatasetSpec, EmbedderSpec, SentenceChunker
 from ragbench.core.cache import VectorCache
+from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts, model_key
 from ragbench.evaluation.ann import ann_fidelity, format_table, recall_vs_exact
@@ -29,7 +30,7 @@ def test_hnsw_ef_sweep_on_real_embeddings(tmp_path):
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
     chunks = chunk_corpus(ds, SentenceChunker(window=1))
     cache = VectorCache(tmp_path / "cache")
-    dv, _ = embed_texts(chunks["index_text"].to_list(), EMB, "document", cache)
+    dv, _ = embed_texts(index_texts(chunks).to_list(), EMB, "document", cache)
     # the 34 demo queries plus every 10th chunk text as a query: ~150 queries
     qv, _ = embed_texts(ds.queries["text"].to_list() + chunks["text"].to_list()[::10], EMB, "query", cache)
     index = EdgeIndex(tmp_path)

@@ -14,6 +14,7 @@ from conftest import DEMO
 
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, RecursiveChunker
+from ragbench.core.schemas import index_texts
 from ragbench.core.settings import Settings
 from ragbench.data import load_dataset
 from ragbench.generation.answering import (
@@ -86,7 +87,7 @@ def demo():
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
     ds = replace(ds, queries=ds.queries.filter(pl.col("query_id").is_in(QIDS)))
     chunks = chunk_corpus(ds, RecursiveChunker(size=96, overlap=0))
-    bm = BM25Index(BM25Retriever(), chunks["index_text"].to_list())
+    bm = BM25Index(BM25Retriever(), index_texts(chunks).to_list())
     hits = bm.search(ds.queries["text"].to_list(), depth=50)
     run = run_from_hits(ds.queries["query_id"].to_list(), chunks, hits.ids, hits.scores)
     return ds, chunks, run

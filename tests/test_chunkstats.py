@@ -28,7 +28,7 @@ SPANS = pl.DataFrame([("q1", "A", 10, 30, 2), ("q1", "B", 0, 10, 1), ("q2", "A",
 
 
 def chunks_table(rows=CHUNKS) -> pl.DataFrame:
-    return pl.DataFrame([(c, d, i, s, e, DOCS[d][s:e], DOCS[d][s:e]) for i, (c, d, s, e) in enumerate(rows)],
+    return pl.DataFrame([(c, d, i, s, e, DOCS[d][s:e], "") for i, (c, d, s, e) in enumerate(rows)],
                         schema=CHUNK_SCHEMA, orient="row")
 
 

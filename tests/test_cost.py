@@ -111,3 +111,32 @@ def test_demo_sweep_has_costs_and_the_report_names_the_cheapest_tied(tmp_path, s
     assert tags["ragbench.cheapest_tied_with_best"] == label
     assert label in tags["ragbench.pareto_front"]
     assert "report/pareto.json" in {a.path for a in client.list_artifacts(rep.mlflow_run_id, "report")}
+
+
+def test_embed_seconds_is_the_embed_stages_own_rate_when_it_encoded_the_chunks(tmp_path, settings, monkeypatch):
+    """A sweep that encodes the chunks itself (here 36 >= EMBED_SAMPLE) prices ``embed_seconds`` at the model time
+    it measured (no second encode of a sample); a fresh sweep whose vectors all come from the cache estimates on a
+    sample."""
+    from ragbench.sweep import orchestrator
+    from ragbench.config import load_config
+    from ragbench.sweep import run_sweep
+
+    sampled = []
+    estimate = orchestrator.embed_seconds_estimate
+    monkeypatch.setattr(orchestrator, "embed_seconds_estimate",
+                        lambda *a, **k: sampled.append(1) or estimate(*a, **k))
+    cfg = load_config(write_config(tmp_path / "rate.yaml", f"""name: rate
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}]
+embedders: [{{model: all-MiniLM-L6-v2}}]
+retrievers: [{{kind: dense, exact: true}}]
+ann_fidelity: {{enabled: false}}
+output: {{mlflow: false}}
+"""))
+    cold = run_sweep(cfg, settings)
+    (docs,) = [s for s in cold.embed_stats if s.requested == 36]  # the 36 whole documents (queries apart)
+    assert docs.computed == 36 and docs.encode_seconds > 0 and not sampled
+    assert cold.outcomes[0].metrics["embed_seconds"] == pytest.approx(docs.encode_seconds)
+    again = run_sweep(cfg, settings, fresh=True)
+    assert all(s.computed == 0 for s in again.embed_stats) and sampled == [1]
+    assert again.outcomes[0].metrics["embed_seconds"] > 0

@@ -20,6 +20,7 @@ from conftest import ROOT
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, SentenceChunker, WholeDocChunker
 from ragbench.core.models import count_tokens
+from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.generation.answering import (
     CONTEXT_BUDGET,
@@ -79,7 +80,7 @@ def long_ds():
 
 def _bm25(ds, chunker):
     chunks = chunk_corpus(ds, chunker)
-    hits = BM25Index(BM25Retriever(), chunks["index_text"].to_list()).search(ds.queries["text"].to_list(), depth=20)
+    hits = BM25Index(BM25Retriever(), index_texts(chunks).to_list()).search(ds.queries["text"].to_list(), depth=20)
     return chunks, run_from_hits(ds.queries["query_id"].to_list(), chunks, hits.ids, hits.scores)
 
 

@@ -22,7 +22,7 @@ EVALUATION_CODE = ["ragbench/evaluation", "ragbench/retrieval", "ragbench/genera
                    "ragbench/generation/llm/context.py", "ragbench/generation/llm/graders.py",
                    "ragbench/chunking/stats.py", "ragbench/sweep/evaluate.py", "ragbench/sweep/stages.py",
                    "ragbench/results/outcomes.py"]
-PINNED = {1: "bb145c4acc24204a", 2: "7706c7cd7df01a25", 3: "6ce154f28d7ccd9a", 4: "f5a98f9b6745aad2"}
+PINNED = {1: "bb145c4acc24204a", 2: "7706c7cd7df01a25", 3: "6ce154f28d7ccd9a", 4: "f18d4ebc90c0a2fb"}
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:

@@ -10,6 +10,7 @@ import pytest
 from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, EmbedderSpec, WholeDocChunker
 from ragbench.core.cache import VectorCache
+from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts, model_key
 from ragbench.index.filters import (
@@ -35,7 +36,7 @@ def demo(tmp_path_factory):
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
     chunks = chunk_corpus(ds, WholeDocChunker())
     cache = VectorCache(tmp_path_factory.mktemp("cache"))
-    dv, _ = embed_texts(chunks["index_text"].to_list(), EMB, "document", cache)
+    dv, _ = embed_texts(index_texts(chunks).to_list(), EMB, "document", cache)
     qv, _ = embed_texts(ds.queries["text"].to_list(), EMB, "query", cache)
     return ds, chunks, dv, qv
 
@@ -99,7 +100,7 @@ def test_bm25_weight_mask_equals_a_full_depth_post_filter(demo):
 
     ds, chunks = demo[0], demo[1]
     spec = BM25Retriever()
-    bm = BM25Index(spec, chunks["index_text"].to_list())
+    bm = BM25Index(spec, index_texts(chunks).to_list())
     allowed = allowed_doc_ids(ds.corpus, {"doc_type": "reference"})
     qids, texts = ds.queries["query_id"].to_list(), ds.queries["text"].to_list()
     full = bm.search(texts, chunks.height)

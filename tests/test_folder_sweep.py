@@ -11,6 +11,7 @@ from folder_fixture import build_folder
 from ragbench.chunking import chunk_corpus
 from ragbench.config import load_config
 from ragbench.core.measures import measure_key
+from ragbench.core.schemas import index_texts
 from ragbench.data import holdout_split, load_dataset
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
@@ -85,10 +86,10 @@ def test_rerun_after_one_file_changed_converts_and_embeds_only_that_file(tmp_pat
     second = run_sweep(cfg, settings)
     assert second.n_failed == 0 and second.sweep_id != first.sweep_id  # new data, new sweep
     after = chunk_corpus(load_dataset(cfg.dataset), cfg.chunkers[0])
-    new_texts = set(after["index_text"]) - set(before["index_text"])
-    changed = set(after.filter(pl.col("doc_id") == "guides/upgrade.md")["index_text"])
+    new_texts = set(index_texts(after)) - set(index_texts(before))
+    changed = set(index_texts(after.filter(pl.col("doc_id") == "guides/upgrade.md")))
     assert new_texts and new_texts <= changed  # only the changed file has new chunks ...
-    unique = len(set(after["index_text"]))
+    unique = len(set(index_texts(after)))
     documents = [s for s in second.embed_stats if s.requested == after.height]
     assert len(documents) == 1 and documents[0].computed == len(new_texts)  # ... and only they were embedded
     assert documents[0].cached == unique - len(new_texts)

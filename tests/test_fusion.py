@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from ragbench.core.schemas import index_texts
 from ragbench.retrieval import RUN_SCHEMA
 from ragbench.retrieval.fusion import check_run, convex, qdrant_rrf_k, rrf
 
@@ -132,7 +133,7 @@ def test_library_rrf_agrees_with_qdrant_edge_rrf(tmp_path):
 
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
     chunks = chunk_corpus(ds, WholeDocChunker())
-    texts = chunks["index_text"].to_list()
+    texts = index_texts(chunks).to_list()
     emb = EmbedderSpec(model="static-retrieval-m2v")
     cache = VectorCache(tmp_path / "cache")
     dv, _ = embed_texts(texts, emb, "document", cache)

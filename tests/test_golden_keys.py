@@ -16,6 +16,7 @@ from ragbench.chunking import chunk_corpus
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache
 from ragbench.core.hashing import stable_hash, text_hash
+from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.embedding.embed import model_key
 from ragbench.index.build import collection_for
@@ -43,7 +44,7 @@ def current_keys(config_file) -> dict:
         chunks = chunk_corpus(ds, ch)
         for e in cfg.embedders:
             out["vector_keys"][f"{label} | {e.label}"] = _digest(text_hash(e.document_prompt + t)
-                                                                  for t in chunks["index_text"])
+                                                                  for t in index_texts(chunks))
             for sparse in (False, True):
                 out["collections"][f"{label} | {e.label}" + (" +bm25" if sparse else "")] = collection_for(
                     ds.fingerprint, ch, e, cfg.index, sparse)

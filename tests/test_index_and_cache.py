@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
@@ -177,3 +178,30 @@ def test_a_chunk_table_written_a_row_group_at_a_time_reads_back_equal(tmp_path, 
     back = pl.read_parquet(path)
     assert back.equals(table, null_equal=True) and back.schema == table.schema
     assert ChunkCache(tmp_path).entries("k") == [path]
+
+
+def test_a_cached_chunk_table_with_whole_index_texts_is_read_as_prefixes_and_rewritten(tmp_path):
+    """Chunk tables cached before the ``prefix`` column held each chunk's whole ``index_text`` (= prefix + text):
+    they are read with the prefix recovered exactly (titles, heading trails with their newline, no prefix) and
+    rewritten once in today's form, not rebuilt."""
+    from conftest import DEMO
+
+    from ragbench.chunking import chunk_corpus
+    from ragbench.config import DatasetSpec, MarkdownChunker, WholeDocChunker
+    from ragbench.core.cache import ChunkCache, atomic_write_verified
+    from ragbench.core.schemas import index_texts
+    from ragbench.data import load_dataset
+
+    ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
+    cache = ChunkCache(tmp_path / "cache")
+    for key, spec in (("title", WholeDocChunker()), ("trail", MarkdownChunker(prefix="breadcrumb", max_tokens=64)),
+                      ("none", WholeDocChunker(prefix="none"))):
+        chunks = chunk_corpus(ds, spec)
+        assert key == "none" or (chunks["prefix"] != "").any()
+        legacy = chunks.with_columns(index_text=pl.Series(index_texts(chunks).to_list())).drop("prefix")
+        atomic_write_verified(legacy, cache.root, f"{key}.")
+        read, cached = cache.get_or_build(key, lambda: pytest.fail("a readable legacy entry was rebuilt"))
+        assert cached and read.equals(chunks)
+        (entry,) = cache.entries(key)
+        assert pq.read_schema(entry).names == list(chunks.columns)
+        assert cache.peek(key).equals(chunks)

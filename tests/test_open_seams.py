@@ -15,6 +15,7 @@ from ragbench.chunking import CHUNKERS, ChunkerSpec
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache
 from ragbench.core.errors import ConfigError
+from ragbench.core.schemas import index_texts
 from ragbench.evaluation.measures import RANK_MEASURES, rank_measure
 from ragbench.retrieval import RETRIEVERS, RetrieverSpec, run_from_hits
 from ragbench.sweep import run_sweep
@@ -35,7 +36,7 @@ class WordOverlap(RetrieverSpec):
     kind: Literal["word-overlap"] = "word-overlap"
 
     def first_stage(self, ds, res, embedder, filters) -> pl.DataFrame:
-        words = [set(t.lower().split()) for t in res.chunks["index_text"]]
+        words = [set(t.lower().split()) for t in index_texts(res.chunks)]
         ids, scores = [], []
         for q in ds.queries["text"]:
             s = np.array([len(set(q.lower().split()) & w) for w in words], dtype=np.float64)

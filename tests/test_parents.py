@@ -30,7 +30,7 @@ def _corpus():
 
 def _chunks(spans):
     texts = {"d1": DOC, "d2": PLAIN}
-    rows = [(f"c{i}", d, i, s, e, texts[d][s:e], texts[d][s:e]) for i, (d, s, e) in enumerate(spans)]
+    rows = [(f"c{i}", d, i, s, e, texts[d][s:e], "") for i, (d, s, e) in enumerate(spans)]
     return pl.DataFrame(rows, schema=CHUNK_SCHEMA, orient="row")
 
 
@@ -99,7 +99,7 @@ def test_small_to_big_dedupes_parents_and_judges_as_chunks():
     table = parent_chunks(parents)
     assert table.schema == pl.Schema(CHUNK_SCHEMA) and table.height == 3
     assert set(big["chunk_id"]) <= set(table["chunk_id"])
-    assert (table["text"] == table["index_text"]).all()
+    assert (table["prefix"] == "").all()
     # span judging works on the parents: a span inside the Install section is fully covered by its parent
     from ragbench.evaluation.spans import chunk_relevance
 

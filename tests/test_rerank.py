@@ -11,6 +11,7 @@ from ragbench.chunking import chunk_corpus
 from ragbench.config import BM25Retriever, DatasetSpec, EmbedderSpec, SentenceChunker
 from ragbench.core.cache import VectorCache
 from ragbench.core.models import load_sentence_transformer
+from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.retrieval import RUN_SCHEMA, BM25Index, run_from_hits
 from ragbench.retrieval.rerank import BiEncoderRescorer, CrossEncoderReranker, rerank
@@ -21,11 +22,11 @@ from tests.conftest import DEMO
 def first_stage():
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
     chunks = chunk_corpus(ds, SentenceChunker(window=2))
-    bm = BM25Index(BM25Retriever(), chunks["index_text"].to_list())
+    bm = BM25Index(BM25Retriever(), index_texts(chunks).to_list())
     qids = ds.queries["query_id"].to_list()
     hits = bm.search(ds.queries["text"].to_list(), 50)
     run = run_from_hits(qids, chunks, hits.ids, hits.scores)
-    return ds, chunks, run, dict(zip(qids, ds.queries["text"])), dict(zip(chunks["chunk_id"], chunks["index_text"]))
+    return ds, chunks, run, dict(zip(qids, ds.queries["text"])), dict(zip(chunks["chunk_id"], index_texts(chunks)))
 
 
 def _check_permutation_of_top_n(run, reranked, top_n, keep):

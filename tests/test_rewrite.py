@@ -15,7 +15,7 @@ from conftest import DEMO, needs_llm, write_config
 
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache, VectorCache
-from ragbench.core.schemas import canonical_order
+from ragbench.core.schemas import canonical_order, index_texts
 from ragbench.core.settings import Settings
 from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts
@@ -143,7 +143,7 @@ def _vectors_and_chunks(cfg, settings):
     ds = load_dataset(cfg.dataset, settings.home / "cache")
     chunks = chunk_stage(ds, cfg.chunkers[0], ChunkCache(settings.home / "cache"))
     cache, emb = VectorCache(settings.home / "cache"), cfg.embedders[0]
-    chunk_vectors = embed_texts(chunks["index_text"].to_list(), emb, "document", cache)[0]
+    chunk_vectors = embed_texts(index_texts(chunks).to_list(), emb, "document", cache)[0]
     return ds, chunks, chunk_vectors, cache, emb
 
 

@@ -43,7 +43,7 @@ QIDS = ["q1", "q2", "q3"]
 
 
 def chunks_table() -> pl.DataFrame:
-    return pl.DataFrame([(c, d, i, s, e, DOCS[d][s:e], DOCS[d][s:e]) for i, (c, d, s, e) in enumerate(CHUNKS)],
+    return pl.DataFrame([(c, d, i, s, e, DOCS[d][s:e], "") for i, (c, d, s, e) in enumerate(CHUNKS)],
                         schema=CHUNK_SCHEMA, orient="row")
 
 
@@ -232,7 +232,7 @@ def test_budget_cut_rounds_the_character_count_down():
 
 def test_budget_cut_exactly_at_token_offsets_with_a_real_tokenizer():
     text = "extraordinary wonderful dog ran home"
-    chunks = pl.DataFrame([("x", "D", 0, 0, len(text), text, text)], schema=CHUNK_SCHEMA, orient="row")
+    chunks = pl.DataFrame([("x", "D", 0, 0, len(text), text, "")], schema=CHUNK_SCHEMA, orient="row")
     start = text.index("dog")  # [24, 27)
     spans = spans_table([("q", "D", start, start + 3, 1)])
     run = pl.DataFrame([("q", 1, "x", "D", 1.0)], schema=RUN_SCHEMA, orient="row")
@@ -307,8 +307,8 @@ def test_a_gap_no_chunk_covers_caps_span_recall_and_is_reported():
     full retrieval covers all but 2 characters; span_recall_max reports that ceiling."""
     text = "First paragraph about rivers.\n\nSecond paragraph about bridges."
     cut = text.index("\n\n")
-    chunks = pl.DataFrame([("p1", "D", 0, 0, cut, text[:cut], text[:cut]),
-                           ("p2", "D", 1, cut + 2, len(text), text[cut + 2:], text[cut + 2:])],
+    chunks = pl.DataFrame([("p1", "D", 0, 0, cut, text[:cut], ""),
+                           ("p2", "D", 1, cut + 2, len(text), text[cut + 2:], "")],
                           schema=CHUNK_SCHEMA, orient="row")
     start, end = text.index("rivers"), text.index(" about bridges")
     spans = spans_table([("q", "D", start, end, 1), ("q0", "D", 0, 5, 0)])  # q0: relevance 0 only: unlabelled

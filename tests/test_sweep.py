@@ -134,3 +134,47 @@ output: {{mlflow: false}}
     scores = {o.spec["retriever"]["kind"]: o.metrics["ndcg@10"] for o in result.outcomes}
     # a 300-doc slice is far easier than the full corpus: both retrievers must do well above the full-corpus score
     assert scores["bm25"] > 0.7 and scores["dense"] > 0.65
+
+
+@pytest.mark.parametrize("with_hybrid", [False, True], ids=["bm25+dense", "bm25+hybrid+dense"])
+def test_bm25_index_is_built_once_and_dropped_when_no_config_left_searches_it(home, settings, tmp_path, monkeypatch,
+                                                                              with_hybrid):
+    """A chunker's BM25 index is built once for every config that searches it (BM25, library hybrid) and dropped
+    after the last of them, so the dense configs' HNSW build does not sit on top of it (a gigabyte at 1M chunks)."""
+    import gc
+    import weakref
+
+    from ragbench.retrieval import bm25 as bm25_module
+    from ragbench.sweep.runner import LocalRunner
+
+    built: list[weakref.ref] = []
+    init = bm25_module.BM25Index.__init__
+
+    def tracked(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(weakref.ref(self))
+
+    monkeypatch.setattr(bm25_module.BM25Index, "__init__", tracked)
+    alive_at_index: list[int] = []
+
+    class Watching(LocalRunner):
+        def run(self, name, fn, /, *args, **kwargs):
+            if name.startswith("index"):
+                gc.collect()
+                alive_at_index.append(sum(r() is not None for r in built))
+            return super().run(name, fn, *args, **kwargs)
+
+    hybrid = ", {kind: hybrid}" if with_hybrid else ""
+    cfg = load_config(write_config(tmp_path / "s.yaml", f"""name: release
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}]
+embedders: [{{model: all-MiniLM-L6-v2}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}{hybrid}]
+ann_fidelity: {{enabled: false}}
+output: {{mlflow: false}}
+"""))
+    result = run_sweep(cfg, settings, runner=Watching())
+    assert result.n_failed == 0 and len(built) == 1
+    assert alive_at_index == [1 if with_hybrid else 0]
+    gc.collect()
+    assert built[0]() is None

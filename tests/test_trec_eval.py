@@ -157,7 +157,7 @@ TEXT = "alpha beta gamma delta"  # chunk a = [0, 11) "alpha beta ", chunk b = [1
 
 
 def _span_fixture():
-    chunks = pl.DataFrame([("a", "D", 0, 0, 11, TEXT[:11], TEXT[:11]), ("b", "D", 1, 11, 22, TEXT[11:], TEXT[11:])],
+    chunks = pl.DataFrame([("a", "D", 0, 0, 11, TEXT[:11], ""), ("b", "D", 1, 11, 22, TEXT[11:], "")],
                           schema=CHUNK_SCHEMA, orient="row")
     spans = pl.DataFrame([("q", "D", 11, 16, 1)], schema=SPANS_SCHEMA, orient="row")  # "gamma", inside b
     # the producer put a first; the scores tie, so trec_eval's rule puts b ("b" > "a") first

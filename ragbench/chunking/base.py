@@ -2,9 +2,9 @@
 
 Every chunker is a spec registered in :data:`CHUNKERS` (one module per strategy in this package) whose
 :meth:`ChunkerSpec.spans` cuts one document's text. :func:`chunk_corpus` turns those spans into a table with
-:data:`~ragbench.core.schemas.CHUNK_SCHEMA`. ``text == doc.text[start:end]`` always holds; the ``index_text`` (what
-is embedded and BM25-indexed) may carry a contextual prefix (title, heading breadcrumb) without changing the
-offsets, so span labels judge every chunker on the same footing.
+:data:`~ragbench.core.schemas.CHUNK_SCHEMA`. ``text == doc.text[start:end]`` always holds; the index text (what
+is embedded and BM25-indexed, ``prefix + text``) may carry a contextual prefix (title, heading breadcrumb) without
+changing the offsets, so span labels judge every chunker on the same footing.
 """
 
 from __future__ import annotations
@@ -122,28 +122,61 @@ def spans_for(spec: ChunkerSpec, text: str) -> list[Span]:
 
 
 # ---------------------------------------------------------------- the stage
-def contextual_text(prefix: str, title: str, breadcrumb: list[str], text: str) -> str:
-    """The text embedded and indexed. ``title``: ``"{title} {text}"`` (the BEIR/MTEB convention for title+body);
-    ``breadcrumb``: ``"{title} > {h1} > {h2}\\n{text}"``; ``none``: the chunk text alone."""
+def contextual_prefix(prefix: PrefixMode, title: str, breadcrumb: list[str]) -> str:
+    """What goes before a chunk's text for embedding and BM25. ``title``: ``"{title} "`` (the BEIR/MTEB convention
+    for title + body); ``breadcrumb``: ``"{title} > {h1} > {h2}\\n"``; ``none`` (or nothing to say): ``""``."""
     if prefix == "none" or (not title and not breadcrumb):
-        return text
+        return ""
     if prefix == "title":
-        return f"{title} {text}" if title else text
-    trail = " > ".join([t for t in [title, *breadcrumb] if t])
-    return f"{trail}\n{text}"
+        return f"{title} " if title else ""
+    return " > ".join([t for t in [title, *breadcrumb] if t]) + "\n"
+
+
+def contextual_text(prefix: PrefixMode, title: str, breadcrumb: list[str], text: str) -> str:
+    """The text embedded and indexed: :func:`contextual_prefix` + ``text``."""
+    return contextual_prefix(prefix, title, breadcrumb) + text
 
 
 def _rows(ds: Dataset, spec: ChunkerSpec) -> Iterator[tuple]:
-    for doc_id, title, text in ds.corpus.select("doc_id", "title", "text").iter_rows():
+    for row, (doc_id, title, text) in enumerate(ds.corpus.select("doc_id", "title", "text").iter_rows()):
         headings = markdown_headings(text) if spec.prefix == "breadcrumb" else []
         for ordinal, (s, e) in enumerate(spec.spans(text)):
-            chunk_text = text[s:e]
             crumb = heading_path_at(headings, s) if headings else []
-            yield (stable_hash([doc_id, s, e]), doc_id, ordinal, s, e, chunk_text,
-                   contextual_text(spec.prefix, title, crumb, chunk_text))
+            yield (stable_hash([doc_id, s, e]), doc_id, ordinal, s, e, contextual_prefix(spec.prefix, title, crumb),
+                   row)
+
+
+_SPAN_SCHEMA = {k: v for k, v in CHUNK_SCHEMA.items() if k != "text"} | {"doc_row": pl.Int64}
 
 
 def chunk_corpus(ds: Dataset, spec: ChunkerSpec) -> pl.DataFrame:
     """Chunk every document of ``ds`` under ``spec``. Chunk ids hash ``(doc_id, start, end)``: the same span cut by
-    two strategies is the same chunk."""
-    return frame_from_rows(_rows(ds, spec), CHUNK_SCHEMA)
+    two strategies is the same chunk. The chunker gives spans; the texts are cut from the corpus column at once."""
+    spans = frame_from_rows(_rows(ds, spec), _SPAN_SCHEMA)
+    doc_text = ds.corpus["text"].gather(spans["doc_row"])
+    text = (doc_text if _all_whole(spans, doc_text) else
+            pl.DataFrame({"t": doc_text, "s": spans["start"], "e": spans["end"]})
+            .select(pl.col("t").str.slice(pl.col("s"), pl.col("e") - pl.col("s")))["t"])
+    return spans.with_columns(text.alias("text")).select(list(CHUNK_SCHEMA))
+
+
+def _all_whole(chunks: pl.DataFrame, doc_text: pl.Series) -> bool:
+    """True when every chunk spans its whole document (``whole``, or no document long enough to cut)."""
+    return bool(((chunks["start"] == 0) & (chunks["end"] == doc_text.str.len_chars())).all())
+
+
+def share_corpus_text(chunks: pl.DataFrame, corpus: pl.DataFrame) -> pl.DataFrame:
+    """``chunks`` with its ``text`` column taken from ``corpus`` without a copy when every chunk is a whole
+    document: a gather of a polars string column shares the corpus' buffers, so a million abstracts are held once,
+    not twice (1.3 GB). Chunks read from the cache otherwise carry their own copy. Other tables are returned as
+    they are."""
+    if chunks.height == 0:
+        return chunks
+    rows = chunks.select("doc_id").join(corpus.select("doc_id").with_row_index("doc_row"), on="doc_id",
+                                         how="left", maintain_order="left")["doc_row"]
+    if rows.null_count():
+        return chunks
+    doc_text = corpus["text"].gather(rows)
+    if not _all_whole(chunks, doc_text):
+        return chunks
+    return chunks.with_columns(doc_text.alias("text"))

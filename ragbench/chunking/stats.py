@@ -19,7 +19,7 @@ With no spans the span entries are NaN, not 0.
 ``window`` tokens of a text and silently drops the rest):
 
 * ``embed_window_tokens``: the window (content tokens, special tokens excluded; NaN when the model reads all);
-* ``chunks_over_embed_window``: share of chunks whose embedded text (prompt + ``index_text``) is longer;
+* ``chunks_over_embed_window``: share of chunks whose embedded text (prompt + prefix + text) is longer;
 * ``tokens_never_embedded``: share of all embedded-text tokens beyond the window, ``sum(max(0, n - window)) /
   sum(n)``.
 """

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.progress import log
+from ragbench.core.schemas import CHUNK_SCHEMA
 
 _SHA_LEN = 64
 
@@ -151,7 +152,7 @@ class ChunkCache:
         """The intact chunk table of ``key``, or None (nothing is moved or built)."""
         for path in self.entries(key):
             try:
-                return pl.from_arrow(self._verifier._load(path, ("chunk_id", "index_text"), None))
+                return _with_prefix(pl.from_arrow(self._verifier._load(path, ("chunk_id", "text"), None)))
             except DamagedEntry:
                 continue
         return None
@@ -163,8 +164,9 @@ class ChunkCache:
                 table = self._verifier.read(path, ("chunk_id", "doc_id", "start", "end", "text"))
             except DamagedEntry:
                 continue
-            chunks = pl.from_arrow(table)
-            if len(path.name.split(".")) == 2:  # a legacy entry that parses: give it a checksum
+            chunks = _with_prefix(pl.from_arrow(table))
+            # a legacy entry that parses (no checksum, or whole index texts): rewrite it in today's form
+            if len(path.name.split(".")) == 2 or "prefix" not in table.column_names:
                 atomic_write_verified(chunks, self.root, f"{key}.")
                 path.unlink(missing_ok=True)
             return chunks, True
@@ -179,14 +181,27 @@ class ChunkCache:
         return len(entries), found
 
 
+def _with_prefix(chunks: pl.DataFrame) -> pl.DataFrame:
+    """A chunk table with a ``prefix`` column: entries written before it held the whole ``index_text``, which is
+    always ``prefix + text``, so the prefix is its first ``len(index_text) - len(text)`` characters."""
+    if "prefix" in chunks.columns or "index_text" not in chunks.columns:
+        return chunks
+    cut = pl.col("index_text").str.len_chars() - pl.col("text").str.len_chars()
+    return (chunks.with_columns(pl.col("index_text").str.slice(0, cut).alias("prefix"))
+            .drop("index_text").select([c for c in CHUNK_SCHEMA if c in chunks.columns or c == "prefix"]))
+
+
 @dataclass(frozen=True)
 class EmbedStats:
-    """What an embed call did: ``computed`` is the number of texts actually sent to the model."""
+    """What an embed call did: ``computed`` is the number of texts actually sent to the model; ``encode_seconds``
+    the wall seconds the model spent on them in this process (0 when none were computed here: cached, or encoded
+    on workers)."""
 
     requested: int
     unique: int
     cached: int
     computed: int
+    encode_seconds: float = 0.0
 
 
 class VectorCache:

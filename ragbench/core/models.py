@@ -33,9 +33,7 @@ from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.settings import hub_downloads_allowed
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    import polars as pl
+    from ragbench.core.schemas import TextColumn
 
 _revision_memo: Path | None = None  # where weight-file hashes are memoised (set by configure_revision_memo)
 _model_store: Path | None = None  # where fine-tuned models live (set by configure_model_store)
@@ -218,7 +216,7 @@ def load_tokenizer(name: str):
 COUNT_BATCH = 1024
 
 
-def count_tokens(texts: Sequence[str] | pl.Series, tokenizer: str, prefix: str = "") -> list[int]:
+def count_tokens(texts: TextColumn, tokenizer: str, prefix: str = "") -> list[int]:
     """Tokens per text (``prefix`` + text) under ``tokenizer`` (no special tokens), encoded :data:`COUNT_BATCH`
     texts at a time so memory is bounded by one batch, not by the corpus (a polars column is read batch by
     batch too)."""

@@ -6,7 +6,8 @@ dataset -> chunks -> runs -> per-query measures::
     QUERY    query_id, text, query_class, answers
     QRELS    query_id, doc_id, relevance (integer grade; > 0 is relevant)
     SPANS    query_id, doc_id, [start, end) character offsets into the document text, relevance
-    CHUNK    chunk_id, doc_id, ordinal, [start, end), text (== doc.text[start:end]), index_text (what is embedded)
+    CHUNK    chunk_id, doc_id, ordinal, [start, end), text (== doc.text[start:end]), prefix (contextual prefix:
+             what is embedded and BM25-indexed is ``prefix + text``, see :func:`index_texts`)
     RUN      query_id, rank (1-based, best first), chunk_id, doc_id, score
     MEASURE  query_id, measure, value (NaN: the query has no relevant label)
 
@@ -26,7 +27,7 @@ QRELS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "relevance": pl.Int3
 SPANS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "start": pl.Int64, "end": pl.Int64,
                 "relevance": pl.Int32}
 CHUNK_SCHEMA = {"chunk_id": pl.String, "doc_id": pl.String, "ordinal": pl.Int32, "start": pl.Int64,
-                "end": pl.Int64, "text": pl.String, "index_text": pl.String}
+                "end": pl.Int64, "text": pl.String, "prefix": pl.String}
 RUN_SCHEMA = {"query_id": pl.String, "rank": pl.Int32, "chunk_id": pl.String, "doc_id": pl.String,
               "score": pl.Float64}
 PER_QUERY_SCHEMA = {"query_id": pl.String, "measure": pl.String, "value": pl.Float64}
@@ -48,17 +49,72 @@ def frame_from_rows(rows: Iterable[tuple], schema: dict, batch_rows: int = FRAME
     return parts[0] if len(parts) == 1 else pl.concat(parts, rechunk=True)
 
 
-def text_batches(texts: Sequence[str] | pl.Series, size: int) -> Iterator[list[str]]:
-    """``texts`` (a list, or a polars String column) as Python lists of at most ``size``, in order: a column is
-    turned into Python strings one batch at a time, never whole."""
+class PrefixedTexts:
+    """A text column whose row i is ``prefix[i] + text[i]``, made a batch at a time and never held whole.
+
+    Each chunk's index text (what is embedded and BM25-indexed) is its contextual prefix (a title, a heading
+    breadcrumb, or nothing) plus its text. Materialized, it would hold the corpus text a third time (corpus, chunk
+    text, index text: 1.4 GB of the 8.6 GB peak at a million abstracts); the chunk table keeps only the prefixes.
+    Slicing (``texts[a:b]``) and :meth:`gather` return polars String Series; ``texts[i]`` returns one string.
+    """
+
+    def __init__(self, prefix: pl.Series, text: pl.Series):
+        if len(prefix) != len(text):
+            raise ValueError(f"{len(prefix)} prefixes for {len(text)} texts")
+        self.prefix, self.text = prefix, text
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+    def __getitem__(self, rows: slice | int) -> pl.Series | str:
+        if isinstance(rows, slice):
+            return (self.prefix[rows] + self.text[rows]).alias("index_text")
+        return self.prefix[rows] + self.text[rows]
+
+    def __iter__(self) -> Iterator[str]:
+        for batch in text_batches(self, FRAME_BATCH_ROWS):
+            yield from batch
+
+    def gather(self, rows) -> pl.Series:
+        return (self.prefix.gather(rows) + self.text.gather(rows)).alias("index_text")
+
+    def len_chars(self) -> pl.Series:
+        """Characters of each row (no string is made)."""
+        return self.prefix.str.len_chars() + self.text.str.len_chars()
+
+    def to_list(self) -> list[str]:
+        """Every row as a Python list (whole: for callers that need all of them at once)."""
+        return [t for batch in text_batches(self, FRAME_BATCH_ROWS) for t in batch]
+
+
+#: a column of texts as the stages take it: a Python list, a polars String column, or :class:`PrefixedTexts`
+TextColumn = Sequence[str] | pl.Series | PrefixedTexts
+
+
+def index_texts(chunks: pl.DataFrame) -> PrefixedTexts:
+    """Each chunk's index text, ``prefix + text``: what is embedded (after the embedder's document prompt) and
+    BM25-indexed. Offsets and ``text`` stay those of the document, so span labels judge every chunker alike."""
+    return PrefixedTexts(chunks["prefix"], chunks["text"])
+
+
+def text_batches(texts: TextColumn, size: int) -> Iterator[list[str]]:
+    """``texts`` (a list, a polars String column or :class:`PrefixedTexts`) as Python lists of at most ``size``, in
+    order: a column is turned into Python strings one batch at a time, never whole."""
     for start in range(0, len(texts), size):
         batch = texts[start:start + size]
         yield batch.to_list() if isinstance(batch, pl.Series) else list(batch)
 
 
-def texts_at(texts: Sequence[str] | pl.Series, rows: list[int]) -> list[str]:
-    """The texts at ``rows`` (a list, or a polars String column) as a Python list."""
-    return texts.gather(rows).to_list() if isinstance(texts, pl.Series) else [texts[i] for i in rows]
+def texts_at(texts: TextColumn, rows: list[int]) -> list[str]:
+    """The texts at ``rows`` as a Python list."""
+    return texts.gather(rows).to_list() if isinstance(texts, (pl.Series, PrefixedTexts)) else [texts[i] for i in rows]
+
+
+def text_lengths(texts: TextColumn) -> list[int]:
+    """Characters of each text."""
+    if isinstance(texts, PrefixedTexts):
+        return texts.len_chars().to_list()
+    return texts.str.len_chars().to_list() if isinstance(texts, pl.Series) else [len(t) for t in texts]
 
 
 def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:

@@ -7,13 +7,12 @@ weights revision, so changing only retrieval settings (k, fusion, reranking) nev
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-import polars as pl
 
 from ragbench.chunking.stats import window_statistics
 from ragbench.core.cache import EmbedStats, VectorCache
@@ -30,7 +29,7 @@ from ragbench.core.models import (
 )
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space
-from ragbench.core.schemas import text_batches, texts_at
+from ragbench.core.schemas import TextColumn, text_batches, text_lengths, texts_at
 from ragbench.core.workers import InProcess, Workers, chunked
 from ragbench.embedding.spec import EmbedderSpec
 
@@ -62,7 +61,7 @@ def embedding_window(spec: EmbedderSpec) -> int | None:
     return int(limit) - len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
 
 
-def embedding_window_statistics(texts: Sequence[str] | pl.Series, spec: EmbedderSpec) -> dict[str, float]:
+def embedding_window_statistics(texts: TextColumn, spec: EmbedderSpec) -> dict[str, float]:
     """:func:`ragbench.chunking.stats.window_statistics` of document ``texts`` as this embedder sees them (document
     prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with. A model that reads
     every token (no window) is not tokenized: the counts would not change the result, and on a static model that
@@ -82,12 +81,12 @@ def embedding_window_statistics(texts: Sequence[str] | pl.Series, spec: Embedder
 HASH_BATCH = 50_000
 
 
-def prompt_hashes(texts: Sequence[str] | pl.Series, prompt: str) -> list[str]:
+def prompt_hashes(texts: TextColumn, prompt: str) -> list[str]:
     """The vector cache's key of each text: ``text_hash(prompt + text)`` (what the model reads)."""
     return [text_hash(prompt + t) for batch in text_batches(texts, HASH_BATCH) for t in batch]
 
 
-def embed_texts(texts: Sequence[str] | pl.Series, spec: EmbedderSpec, role: Role, cache: VectorCache,
+def embed_texts(texts: TextColumn, spec: EmbedderSpec, role: Role, cache: VectorCache,
                 segment_rows: int = 512, return_vectors: bool = True, reserve_bytes: int = 200 * 1024 * 1024,
                 workers: Workers | None = None) -> tuple[np.ndarray | None, EmbedStats]:
     """Vectors for ``texts`` (row i for text i), computing only what the cache lacks.
@@ -102,11 +101,12 @@ def embed_texts(texts: Sequence[str] | pl.Series, spec: EmbedderSpec, role: Role
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
     key = model_key(spec)
     hashes = prompt_hashes(texts, prompt)
+    encode_seconds: list[float] = []  # model time here (none when the shards run on workers)
     first_row: dict[str, int] = {}  # each distinct text: the row it first appears at
     for row, h in enumerate(hashes):
         first_row.setdefault(h, row)
     known = cache.known(key, role)
-    chars = texts.str.len_chars().to_list() if isinstance(texts, pl.Series) else [len(t) for t in texts]
+    chars = text_lengths(texts)
     missing = sorted((h for h in first_row if h not in known), key=lambda h: -chars[first_row[h]])
     if missing:
         ensure_disk_space(cache.root, len(missing) * 4 * 1024 * 2, f"embedding {len(missing)} texts",
@@ -121,11 +121,11 @@ def embed_texts(texts: Sequence[str] | pl.Series, spec: EmbedderSpec, role: Role
         with progress(f"embed {spec.label} [{role}]", len(missing)) as advance:
             if workers is None or isinstance(workers, InProcess):  # here: the bar moves per batch
                 for group in groups:  # each shard's texts made only when it runs
-                    embed_shard(shard(group), on_batch=advance)
+                    embed_shard(shard(group), on_batch=advance, encode_seconds=encode_seconds)
             else:  # on a cluster: per shard, as each one comes back
                 workers.map(embed_shard, [shard(g) for g in groups], on_done=advance)
     stats = EmbedStats(requested=len(texts), unique=len(first_row), cached=len(first_row) - len(missing),
-                       computed=len(missing))
+                       computed=len(missing), encode_seconds=sum(encode_seconds) if missing else 0.0)
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
              stats.unique, stats.cached, stats.computed)
     if not return_vectors:
@@ -154,10 +154,10 @@ class EmbedShard:
     segments: list[tuple[list[str], list[str]]]
 
 
-def embed_shard(shard: EmbedShard, on_batch=None) -> int:
+def embed_shard(shard: EmbedShard, on_batch=None, encode_seconds: list[float] | None = None) -> int:
     """Encode each segment of ``shard`` (one model call per batch; ``on_batch(n)`` after each) and append it to the
     cache (one atomic segment file each); returns the number of texts. The model is loaded once per process and
-    reused by every later shard."""
+    reused by every later shard. The wall seconds of each model call go to ``encode_seconds`` when given."""
     spec = shard.spec
     prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
     device = resolve_device(spec.device)
@@ -170,8 +170,11 @@ def embed_shard(shard: EmbedShard, on_batch=None) -> int:
     for hashes, texts in shard.segments:
         parts = []
         for j in range(0, len(texts), batch_size):  # one batch per call, wherever it runs: the same vectors
+            t0 = time.perf_counter()
             parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
                                       convert_to_numpy=True, show_progress_bar=False))
+            if encode_seconds is not None:
+                encode_seconds.append(time.perf_counter() - t0)
             if on_batch is not None:
                 on_batch(len(parts[-1]))
         cache.append(shard.key, shard.role, hashes, np.concatenate(parts))

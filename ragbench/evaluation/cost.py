@@ -18,22 +18,22 @@ primary measure):
 * ``vector_bytes``: dense vectors held for search, chunks x dimension x 4 bytes (float32); 0 for BM25.
 * ``memory_bytes``: ``vector_bytes`` + the bm25s index bytes: what the config keeps in memory to answer (HNSW
   links and payloads excluded). The Pareto front uses this.
-* ``embed_seconds``: estimated seconds to embed all of the config's chunks from scratch on this machine (see
-  :func:`embed_seconds_estimate`); 0 for BM25. An estimate, so a rerun served from the vector cache reports the
-  same cost instead of 0.
+* ``embed_seconds``: estimated seconds to embed all of the config's chunks from scratch on this machine: the
+  model's measured seconds per chunk when the sweep's embed stage encoded at least :data:`EMBED_SAMPLE` of them in
+  this process, else :func:`embed_seconds_estimate` on a sample; times the number of chunks; 0 for BM25. An
+  estimate, so a rerun served from the vector cache reports a cost instead of 0.
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import polars as pl
 
+from ragbench.core.schemas import TextColumn, texts_at
 from ragbench.data.dataset import Dataset
 from ragbench.retrieval import RetrievalResources, retrieve
 from ragbench.retrieval.bm25 import BM25Params, BM25Retriever, bm25_index
@@ -113,7 +113,7 @@ def size_measures(run_config, res: RetrievalResources, embed_seconds: float = 0.
             "embed_seconds": float(embed_seconds) if run_config.embedder is not None else 0.0}
 
 
-def embed_seconds_estimate(texts: Sequence[str] | pl.Series, embedder, *, sample: int = EMBED_SAMPLE, seed: int = 0) -> float:
+def embed_seconds_estimate(texts: TextColumn, embedder, *, sample: int = EMBED_SAMPLE, seed: int = 0) -> float:
     """Seconds to embed all ``texts`` as documents from scratch: a seeded sample of at most ``sample`` of them
     encoded without the cache (after an untimed warm-up on the first), seconds per text x ``len(texts)``."""
     from ragbench.embedding.embed import encode_uncached
@@ -121,7 +121,7 @@ def embed_seconds_estimate(texts: Sequence[str] | pl.Series, embedder, *, sample
     if len(texts) == 0:
         return 0.0
     # the indices random.sample would pick from the list itself: a column is never turned into Python strings whole
-    picked = [texts[i] for i in random.Random(seed).sample(range(len(texts)), min(sample, len(texts)))]
+    picked = texts_at(texts, random.Random(seed).sample(range(len(texts)), min(sample, len(texts))))
     encode_uncached(picked[:1], embedder, "document")
     t0 = time.perf_counter()
     encode_uncached(picked, embedder, "document")

@@ -15,7 +15,7 @@ import polars as pl
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.progress import log, timed
 from ragbench.core.resources import ensure_disk_space
-from ragbench.core.schemas import texts_at
+from ragbench.core.schemas import index_texts, texts_at
 from ragbench.embedding.embed import model_key, prompt_hashes
 from ragbench.embedding.spec import EmbedderSpec
 from ragbench.index.filters import ChunkPayloads
@@ -60,7 +60,7 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
     """
     key = model_key(embedder)
     name = collection_for(dataset_fingerprint, chunker, embedder, index_spec, sparse)
-    texts = chunks["index_text"]
+    texts = index_texts(chunks)
     hashes = prompt_hashes(texts, embedder.document_prompt)
     rows: dict[str, list[int]] = {}
     for i, h in enumerate(hashes):

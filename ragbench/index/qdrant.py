@@ -48,7 +48,7 @@ class CollectionMeta:
     full_scan_threshold_kb: int
     sparse: bool = False  # also a sparse "bm25" vector per point (Qdrant's own BM25), for native hybrid search
     chunks_key: str = ""  # the chunk-cache key of the chunks it holds (point id = row), for checking it later
-    document_prompt: str = ""  # prepended to each chunk's index_text before embedding
+    document_prompt: str = ""  # prepended to each chunk's index text (prefix + text) before embedding
 
 
 def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,

@@ -44,7 +44,7 @@ from ragbench.config import RunConfig
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.errors import RagbenchError
 from ragbench.core.measures import measure_key
-from ragbench.core.schemas import QRELS_SCHEMA, QUERY_SCHEMA
+from ragbench.core.schemas import QRELS_SCHEMA, QUERY_SCHEMA, index_texts
 from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
 from ragbench.evaluation.judging import document_run
@@ -180,7 +180,7 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
     sessions = []
     emb = run_config.embedder
     if emb is not None:
-        embed_texts(chunks["index_text"], emb, "document", cache, return_vectors=False,
+        embed_texts(index_texts(chunks), emb, "document", cache, return_vectors=False,
                     reserve_bytes=settings.min_free_bytes)
         build = dict(disk_root=home, reserve_bytes=settings.min_free_bytes)
         res.index = index

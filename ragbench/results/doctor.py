@@ -23,6 +23,7 @@ import polars as pl
 
 from ragbench.core.cache import ChunkCache, DocumentCache, VectorCache
 from ragbench.core.hashing import text_hash
+from ragbench.core.schemas import index_texts
 from ragbench.core.settings import Settings
 from ragbench.index.build import matches_cache
 from ragbench.index.qdrant import EdgeIndex
@@ -72,7 +73,7 @@ def _collections(settings: Settings, repair: bool, report: DoctorReport) -> None
         if problem is None and meta.chunks_key:
             chunks = chunks_cache.peek(meta.chunks_key)
             if chunks is not None:
-                hashes = [text_hash(meta.document_prompt + t) for t in chunks["index_text"]]
+                hashes = [text_hash(meta.document_prompt + t) for t in index_texts(chunks)]
                 try:
                     problem = matches_cache(index, name, hashes, vectors, meta.model_key, meta.distance)
                 except KeyError:  # its cached vectors are gone or damaged: it cannot be vouched for, only counted

@@ -1,18 +1,17 @@
-"""BM25 first stage (bm25s over each chunk's ``index_text``)."""
+"""BM25 first stage (bm25s over each chunk's index text, ``prefix + text``)."""
 
 from __future__ import annotations
 
 import itertools
 import logging
 from collections import deque
-from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 import polars as pl
 from pydantic import Field
 
-from ragbench.core.schemas import text_batches
+from ragbench.core.schemas import TextColumn, index_texts, text_batches
 from ragbench.core.spec import Spec
 from ragbench.data.dataset import Dataset
 from ragbench.index.qdrant import Hits
@@ -28,13 +27,13 @@ class BM25Params(Spec):
 
 
 class BM25Index:
-    """bm25s over chunk ``index_text``: Lucene-variant BM25 by default, English stopwords, Snowball stemming.
+    """bm25s over each chunk's index text (``prefix + text``): Lucene-variant BM25 by default, English stopwords, Snowball stemming.
 
     score(q, d) = sum over query terms t of  idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
     with Lucene's idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)).
     """
 
-    def __init__(self, spec: BM25Params, texts: Sequence[str] | pl.Series):
+    def __init__(self, spec: BM25Params, texts: TextColumn):
         import bm25s
 
         # bm25s sets its own logger to DEBUG when first imported: its "Building index" lines reached Prefect's
@@ -80,7 +79,7 @@ class BM25Index:
 TOKENIZE_BATCH = 8192
 
 
-def build_lean_index(retriever, texts: Sequence[str] | pl.Series, stopwords: str | None, stemmer,
+def build_lean_index(retriever, texts: TextColumn, stopwords: str | None, stemmer,
                      batch_size: int = TOKENIZE_BATCH) -> None:
     """Index ``texts`` into the bm25s ``retriever`` exactly as ``retriever.index(bm25s.tokenize(texts, ...))`` does
     (same float32 score matrix, same CSC layout: columns = terms, rows ascending), in bounded memory.
@@ -170,10 +169,12 @@ def _stemmer(language: str | None):
 
 
 def bm25_index(res: RetrievalResources, params: BM25Params) -> BM25Index:
-    """The BM25 index of ``res.chunks`` under ``params``, built once per chunker and params."""
-    key = params.spec_id if hasattr(params, "spec_id") else repr(params)
+    """The BM25 index of ``res.chunks`` under ``params``, built once per chunker and index parameters: a BM25
+    retriever and a hybrid's BM25 leg with the same k1, b, variant, stopwords and stemmer share one (search depth
+    is not part of an index)."""
+    key = repr((params.k1, params.b, params.method, params.stopwords, params.stemmer))
     if key not in res.bm25:
-        res.bm25[key] = BM25Index(params, res.chunks["index_text"])
+        res.bm25[key] = BM25Index(params, index_texts(res.chunks))
     return res.bm25[key]
 
 

@@ -130,7 +130,7 @@ def parent_spans(chunks: pl.DataFrame, corpus: pl.DataFrame, mode: str = "sectio
 
 
 def parent_chunks(parents: pl.DataFrame) -> pl.DataFrame:
-    """The distinct parents as a chunk table (``CHUNK_SCHEMA``; ``chunk_id := parent_id``, ``index_text = text``,
+    """The distinct parents as a chunk table (``CHUNK_SCHEMA``; ``chunk_id := parent_id``, no prefix,
     ``ordinal`` = position by start within the document), for span judging of a small-to-big run."""
     uniq = (parents.select("parent_id", "doc_id", "parent_start", "parent_end", "parent_text")
             .unique(subset="parent_id").sort("doc_id", "parent_start", "parent_end"))
@@ -138,7 +138,7 @@ def parent_chunks(parents: pl.DataFrame) -> pl.DataFrame:
         pl.col("parent_id").alias("chunk_id"), "doc_id",
         pl.int_range(0, pl.len(), dtype=pl.Int32).over("doc_id").alias("ordinal"),
         pl.col("parent_start").alias("start"), pl.col("parent_end").alias("end"),
-        pl.col("parent_text").alias("text"), pl.col("parent_text").alias("index_text"),
+        pl.col("parent_text").alias("text"), pl.lit("").alias("prefix"),
     ).cast(CHUNK_SCHEMA)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
-from ragbench.core.schemas import canonical_order
+from ragbench.core.schemas import canonical_order, index_texts
 from ragbench.data.dataset import Dataset
 from ragbench.embedding.embed import embed_texts
 from ragbench.index.filters import allowed_doc_ids, bm25_weight_mask, check_fields, filtered_shortfall, index_filter
@@ -209,7 +209,7 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
     if r.rerank:
         keep = r.rerank.keep or r.rerank.top_n
         run, latency = rerank(run, dict(zip(ds.queries["query_id"], ds.queries["text"])),
-                              dict(zip(res.chunks["chunk_id"], res.chunks["index_text"])), _reranker(res, r.rerank),
+                              dict(zip(res.chunks["chunk_id"], index_texts(res.chunks))), _reranker(res, r.rerank),
                               top_n=r.rerank.top_n, keep=keep)
         tables["rerank_latency.parquet"] = latency
         truncated |= _truncated(run, keep)  # the reranker's cut is a depth too

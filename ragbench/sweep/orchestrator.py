@@ -31,12 +31,13 @@ from ragbench.core.measures import measure_key
 from ragbench.core.models import configure_model_store, configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.redact import redact
+from ragbench.core.schemas import index_texts
 from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.embed import embed_texts, embedding_window_statistics
 from ragbench.embedding.finetune import resolve_finetuned
-from ragbench.evaluation.cost import embed_seconds_estimate
+from ragbench.evaluation.cost import EMBED_SAMPLE, bm25_params_of, embed_seconds_estimate
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.evaluation.query_classes import assign_classes
 from ragbench.generation.llm.context import ChunkTexts, ContextSpec
@@ -147,6 +148,8 @@ class _Sweep:
         self._best_position = 0
         self._plans: dict[int, tuple[ChunkerPlan, threading.Lock]] = {}
         self._plans_lock = threading.Lock()
+        self._encode_rates: dict[tuple[int, str], float] = {}  # (chunker, embedder): seconds per chunk encoded
+        self._bm25_users: dict[int, int] = {}  # per chunker: configs still to evaluate that search its BM25 index
         self._record_lock = threading.RLock()  # DuckDB then MLflow, one config at a time
         self.model_slot = threading.BoundedSemaphore(MODEL_SLOTS)
         self.tracker = None
@@ -294,6 +297,9 @@ class _Sweep:
         bounded thread pool that takes them in order never waits on a stage queued behind it.
         """
         order = [(i, c) for i, ch in enumerate(self.cfg.chunkers) for c in configs if c.chunker == ch]
+        for i, c in order:
+            if bm25_params_of(c.retriever) is not None:
+                self._bm25_users[i] = self._bm25_users.get(i, 0) + 1
         chunks: dict[int, StageFuture] = {}
         for i in dict.fromkeys(i for i, _ in order):
             chunker = self.cfg.chunkers[i]
@@ -328,7 +334,7 @@ class _Sweep:
                 if c.retriever.uses_sparse_collection:
                     sparse_first.setdefault((i, c.embedder.spec_id), c)
         vectors = {key: submit(self.runner, f"embed {c.labels.chunker} × {c.embedder.label}",
-                               self._embed_documents, chunks[key[0]], c.embedder) for key, c in first.items()}
+                               self._embed_documents, key[0], chunks[key[0]], c.embedder) for key, c in first.items()}
         collections = {key: self._submit_index(key[0], c, chunks[key[0]], vectors[key], sparse=False)
                        for key, c in first.items()}
         hybrid = {key: self._submit_index(key[0], c, chunks[key[0]], vectors[key], sparse=True)
@@ -373,12 +379,16 @@ class _Sweep:
                 self._plans[chunker_index] = (ChunkerPlan(chunks), threading.Lock())
             return self._plans[chunker_index]
 
-    def _embed_documents(self, chunks: pl.DataFrame, emb) -> EmbedStats:
-        """Every chunk's vector into the cache, holding the model slot (see :data:`MODEL_SLOTS`)."""
+    def _embed_documents(self, chunker_index: int, chunks: pl.DataFrame, emb) -> EmbedStats:
+        """Every chunk's vector into the cache, holding the model slot (see :data:`MODEL_SLOTS`). When enough of
+        them were encoded here, their measured rate is kept for the configs' ``embed_seconds``."""
         s = self.settings
         with self.model_slot:
-            return embed_documents_stage(chunks, emb, self.vector_cache, s.embed_segment_rows, s.min_free_bytes,
-                                         self.workers)
+            stats = embed_documents_stage(chunks, emb, self.vector_cache, s.embed_segment_rows, s.min_free_bytes,
+                                          self.workers)
+        if stats.computed >= EMBED_SAMPLE and stats.encode_seconds > 0:
+            self._encode_rates[(chunker_index, emb.spec_id)] = stats.encode_seconds / stats.computed
+        return stats
 
     def _embed_queries(self, emb) -> tuple[np.ndarray, EmbedStats]:
         s = self.settings
@@ -399,11 +409,25 @@ class _Sweep:
                   hybrid_collection: str | None = None) -> tuple[ConfigResult, object]:
         """Retrieve and judge one config (:func:`~ragbench.sweep.evaluate.evaluate_config`); a reranking config
         holds the model slot while it runs."""
-        inputs = self._inputs(run_config, chunker_index, chunks, collection,
-                              None if query_vectors is None else query_vectors[0], hybrid_collection)
-        with self.model_slot if run_config.retriever.rerank is not None else nullcontext():
-            result, out = evaluate_config(run_config, self.ds, self.measures, self.evaluation, inputs)
+        try:
+            inputs = self._inputs(run_config, chunker_index, chunks, collection,
+                                  None if query_vectors is None else query_vectors[0], hybrid_collection)
+            with self.model_slot if run_config.retriever.rerank is not None else nullcontext():
+                result, out = evaluate_config(run_config, self.ds, self.measures, self.evaluation, inputs)
+        finally:
+            self._release_bm25(chunker_index, chunks, run_config)
         return replace(result, eval_key=self.eval_keys[run_config.config_id]), out
+
+    def _release_bm25(self, chunker_index: int, chunks: pl.DataFrame, run_config: RunConfig) -> None:
+        """Drop the chunker's BM25 indexes once no config left to evaluate searches them: at a million chunks an
+        index holds about a gigabyte that the dense configs' HNSW build would otherwise sit on top of."""
+        if bm25_params_of(run_config.retriever) is None:
+            return
+        plan, lock = self._plan(chunker_index, chunks)
+        with lock:
+            self._bm25_users[chunker_index] -= 1
+            if self._bm25_users[chunker_index] == 0:
+                plan.bm25.clear()
 
     def _record(self, position: int, run_config: RunConfig, evaluated, advance) -> ConfigOutcome:
         """Store one config's result (DuckDB, then MLflow), one config at a time; keep the best for the k sweep
@@ -440,12 +464,13 @@ class _Sweep:
                                                          plan.tokens[ctx_tok][0] if ctx_tok in plan.tokens else None)
             if emb is not None:
                 if emb.spec_id not in plan.windows:
-                    plan.windows[emb.spec_id] = embedding_window_statistics(plan.chunks["index_text"],
+                    plan.windows[emb.spec_id] = embedding_window_statistics(index_texts(plan.chunks),
                                                                             emb)
                 stats = {**stats, **plan.windows[emb.spec_id]}
-                if emb.spec_id not in plan.embed_seconds:
-                    plan.embed_seconds[emb.spec_id] = embed_seconds_estimate(plan.chunks["index_text"],
-                                                                             emb)
+                if emb.spec_id not in plan.embed_seconds:  # measured by the embed stage, else on a sample
+                    rate = self._encode_rates.get((chunker_index, emb.spec_id))
+                    plan.embed_seconds[emb.spec_id] = (rate * plan.chunks.height if rate is not None else
+                                                       embed_seconds_estimate(index_texts(plan.chunks), emb))
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
                                        rerankers=self.rerankers, query_encodings=self.query_encodings,
                                        llm=self.query_llm.rewrite_llm if self.query_llm is not None else None)

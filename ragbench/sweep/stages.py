@@ -10,12 +10,13 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.chunking import ChunkerSpec, chunk_corpus
+from ragbench.chunking import ChunkerSpec, chunk_corpus, share_corpus_text
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import DatasetError
 from ragbench.core.models import resolve_device, resolve_model
 from ragbench.core.progress import log
+from ragbench.core.schemas import index_texts
 from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data.dataset import Dataset
@@ -54,9 +55,12 @@ def preflight(cfg: SweepConfig, settings: Settings) -> None:
 
 
 def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.DataFrame:
-    """The chunker's chunks of the dataset, from the content-addressed chunk cache (built once)."""
+    """The chunker's chunks of the dataset, from the content-addressed chunk cache (built once); whole-document
+    chunks share the corpus' text (:func:`~ragbench.chunking.base.share_corpus_text`)."""
     key = ChunkCache.key(ds.fingerprint, chunker.canonical())
     chunks, cached = cache.get_or_build(key, lambda: chunk_corpus(ds, chunker))
+    if cached:
+        chunks = share_corpus_text(chunks, ds.corpus)
     log.info("chunk %s: %d chunks from %d documents (%s)", chunker.label, chunks.height, ds.corpus.height,
              "cached" if cached else "built")
     return chunks
@@ -66,7 +70,7 @@ def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache, se
                           reserve_bytes: int = 200 * 1024 * 1024, workers: Workers | None = None) -> EmbedStats:
     """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them), in shards
     on ``workers`` (here by default)."""
-    return embed_texts(chunks["index_text"], embedder, "document", cache, segment_rows=segment_rows,
+    return embed_texts(index_texts(chunks), embedder, "document", cache, segment_rows=segment_rows,
                        return_vectors=False, reserve_bytes=reserve_bytes, workers=workers)[1]
 
 
