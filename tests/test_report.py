@@ -177,3 +177,52 @@ def test_report_and_terminal_share_the_default_columns():
     assert leaderboard_measures({"recall@1", "recall@10"}) == (  # the @ spelling is read too
         "ndcg_at_10", "recall_at_10", "mrr_at_10", "precision_at_10")
     assert "recall_at_100" in leaderboard_measures(set())  # nothing computed yet: the terminal's old default
+
+
+def test_report_plots_are_cached_by_what_they_draw_and_a_damaged_one_is_drawn_again(store, tmp_path, monkeypatch):
+    """A report whose data did not change copies its plots from the home's plot cache (nothing drawn); a damaged
+    cached plot is quarantined and that plot alone drawn again; a change of the data draws anew."""
+    from ragbench.core.cache import PlotCache
+    from ragbench.reporting import report as report_module
+
+    first = tmp_path / "first"
+    write_html_report(store, "syn-1", first)
+    cache = PlotCache(store.path.parent / "cache")
+    assert cache.verify() == (3, {})
+    drawn: list[str] = []
+    real = dict(report_module._DRAW)
+    monkeypatch.setattr(report_module, "_DRAW", {name: (lambda d, p, name=name: drawn.append(name) or real[name](d, p))
+                                                 for name in real})
+    again = tmp_path / "again"
+    write_html_report(store, "syn-1", again)
+    assert drawn == []
+    assert {p.name: p.read_bytes() for p in again.glob("*.png")} == {p.name: p.read_bytes() for p in first.glob("*.png")}
+    (entry,) = [p for p in cache.root.rglob("*.png") if p.read_bytes() == (first / "per_class.png").read_bytes()]
+    entry.write_bytes(entry.read_bytes()[:-10])  # truncated on disk
+    write_html_report(store, "syn-1", tmp_path / "third")
+    assert drawn == ["per_class"] and (tmp_path / "third" / "per_class.png").read_bytes() == (
+        first / "per_class.png").read_bytes()
+    assert cache.verify() == (3, {})
+    run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
+    store.write_config("syn-1", ConfigResult("e" * 16, "config E", {"chunker": {"kind": "whole"}}, "fp0",
+                                             measures=_per_query([0.9] * N, RECALL["A"]), rankings=run,
+                                             n_queries=N + 1, n_unlabelled=1, ms_per_query=1.0))
+    drawn.clear()
+    write_html_report(store, "syn-1", tmp_path / "fourth")
+    assert sorted(drawn) == ["leaderboard", "per_class", "recall_curves"]
+
+
+def test_a_report_opens_the_results_file_once(store, monkeypatch):
+    """build_report's reads share one connection (each open of the DuckDB file costs ~8 ms and takes its lock)."""
+    import duckdb
+
+    from ragbench.results import store as store_module
+
+    opened: list[str] = []
+    real = duckdb.connect
+    monkeypatch.setattr(store_module.duckdb, "connect", lambda *a, **k: opened.append(a[0]) or real(*a, **k))
+    rep = build_report(store, "syn-1")
+    assert rep.best == "a" * 16 and len(opened) == 1
+    opened.clear()
+    store.sweep("syn-1"), store.leaderboard("syn-1")  # outside a report: a connection per read
+    assert len(opened) >= 2

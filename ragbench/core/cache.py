@@ -293,43 +293,36 @@ class VectorCache:
         atomic_write_verified(table, self._dir(model_key, role), "seg-")
 
 
-class DocumentCache:
-    """Converted documents (JSON objects, e.g. Markdown text and title) under
-    ``root/converted/<key[:2]>/<key>.<sha256>.json``, keyed by the source file's content hash and the converter.
+class BlobCache:
+    """Files of bytes under ``root/<folder>/<key[:2]>/<key>.<sha256>.<suffix>``: written atomically, the name
+    carries the SHA-256 of the bytes, every read checks it; a damaged entry is quarantined with a warning and
+    ``get`` answers None, so its value is made again. Subclasses say what the bytes hold."""
 
-    The same integrity pattern as the other entries: written atomically, the name carries the SHA-256 of the bytes,
-    every read checks it; a damaged entry is quarantined with a warning and the file converted again.
-    """
+    folder = "blobs"
+    suffix = "bin"
 
     def __init__(self, root: Path):
-        self.root = Path(root) / "converted"
+        self.root = Path(root) / self.folder
         self._verifier = _Verifier(root)
-
-    @staticmethod
-    def key(file_sha256: str, converter: str) -> str:
-        """The entry of a file with these bytes under this converter (name and versions)."""
-        return stable_hash({"file": file_sha256, "converter": converter}, length=32)
 
     def _entries(self, key: str) -> list[Path]:
         folder = self.root / key[:2]
-        return sorted(folder.glob(f"{key}.*.json")) if folder.is_dir() else []
+        return sorted(folder.glob(f"{key}.*.{self.suffix}")) if folder.is_dir() else []
 
-    @staticmethod
-    def _load(path: Path) -> dict:
+    def _load(self, path: Path) -> bytes:
         data = path.read_bytes()
-        expected = path.name.removesuffix(".json").rsplit(".", 1)[-1]
+        expected = path.name.removesuffix(f".{self.suffix}").rsplit(".", 1)[-1]
         if hashlib.sha256(data).hexdigest() != expected:
             raise DamagedEntry("its bytes do not match the checksum in its name")
-        try:
-            value = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DamagedEntry(f"not JSON: {e}") from None
-        if not isinstance(value, dict):
-            raise DamagedEntry("not a JSON object")
-        return value
+        self.decode(data)
+        return data
 
-    def get(self, key: str) -> dict | None:
-        """The cached value of ``key``, or None (a damaged entry is quarantined and None returned)."""
+    def decode(self, data: bytes):
+        """The value the bytes hold; raises :class:`DamagedEntry` when they hold none."""
+        return data
+
+    def get_bytes(self, key: str) -> bytes | None:
+        """The verified bytes of ``key``, or None (a damaged entry is quarantined and None returned)."""
         for path in self._entries(key):
             try:
                 return self._load(path)
@@ -339,12 +332,11 @@ class DocumentCache:
                 self._verifier.quarantine(path, str(e))
         return None
 
-    def put(self, key: str, value: dict) -> Path:
-        """Store ``value`` under ``key`` atomically; returns the entry's path."""
-        data = json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    def put_bytes(self, key: str, data: bytes) -> Path:
+        """Store ``data`` under ``key`` atomically; returns the entry's path."""
         folder = self.root / key[:2]
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{key}.{hashlib.sha256(data).hexdigest()}.json"
+        path = folder / f"{key}.{hashlib.sha256(data).hexdigest()}.{self.suffix}"
         if path.exists():
             return path
         tmp = folder / f".{key}.{uuid.uuid4().hex}.tmp"
@@ -357,7 +349,7 @@ class DocumentCache:
 
     def verify(self, repair: bool = False) -> tuple[int, dict[Path, str]]:
         """Check every entry: ``(entries checked, {damaged entry: why})``; ``repair`` quarantines the damaged."""
-        entries = sorted(self.root.glob("*/*.json")) if self.root.is_dir() else []
+        entries = sorted(self.root.glob(f"*/*.{self.suffix}")) if self.root.is_dir() else []
         found: dict[Path, str] = {}
         for path in entries:
             try:
@@ -367,3 +359,47 @@ class DocumentCache:
                 if repair:
                     self._verifier.quarantine(path, str(e))
         return len(entries), found
+
+
+class DocumentCache(BlobCache):
+    """Converted documents (JSON objects, e.g. Markdown text and title) under
+    ``root/converted/<key[:2]>/<key>.<sha256>.json``, keyed by the source file's content hash and the converter,
+    with the integrity of every :class:`BlobCache`."""
+
+    folder, suffix = "converted", "json"
+
+    @staticmethod
+    def key(file_sha256: str, converter: str) -> str:
+        """The entry of a file with these bytes under this converter (name and versions)."""
+        return stable_hash({"file": file_sha256, "converter": converter}, length=32)
+
+    def decode(self, data: bytes) -> dict:
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DamagedEntry(f"not JSON: {e}") from None
+        if not isinstance(value, dict):
+            raise DamagedEntry("not a JSON object")
+        return value
+
+    def get(self, key: str) -> dict | None:
+        """The cached value of ``key``, or None (a damaged entry is quarantined and None returned)."""
+        data = self.get_bytes(key)
+        return None if data is None else self.decode(data)
+
+    def put(self, key: str, value: dict) -> Path:
+        """Store ``value`` under ``key`` atomically; returns the entry's path."""
+        return self.put_bytes(key, json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+
+
+class PlotCache(BlobCache):
+    """Report plots (PNG) under ``root/plots/<key[:2]>/<key>.<sha256>.png``, keyed by the plot's name, drawing
+    version and the data it draws: a rerun whose results did not change copies its plots instead of drawing them
+    (and never imports matplotlib)."""
+
+    folder, suffix = "plots", "png"
+
+    def decode(self, data: bytes) -> bytes:
+        if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+            raise DamagedEntry("not a PNG file")
+        return data

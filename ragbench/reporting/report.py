@@ -166,8 +166,16 @@ def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = Non
 
     Statistics are computed for ``measures`` (default: the primary measure plus the
     :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep, ``recall@{max_k}`` being its
-    deepest recall); failed configs are listed but excluded from the statistics.
+    deepest recall); failed configs are listed but excluded from the statistics. Its reads share one connection
+    (:meth:`~ragbench.results.store.ResultStore.reading`).
     """
+    with store.reading():
+        return _build_report(store, sweep_id, primary=primary, measures=measures, test=test, alpha=alpha,
+                             n_resamples=n_resamples, seed=seed, pairs=pairs)
+
+
+def _build_report(store: ResultStore, sweep_id: str, *, primary: str | None, measures: tuple[str, ...] | None,
+                  test: str, alpha: float, n_resamples: int, seed: int, pairs: str) -> SweepReport:
     sweep = store.sweep(sweep_id)
     if sweep is None:
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
@@ -545,81 +553,137 @@ def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -
 
 
 # ---------------------------------------------------------------- plots
-def _plots(report: SweepReport, out_dir: Path) -> dict[str, Path]:
+#: bump when a report plot's drawing changes: plots cached under the old drawing are then drawn again
+PLOT_VERSION = 1
+
+
+def _plots(report: SweepReport, out_dir: Path, cache_root: Path | None = None) -> dict[str, Path]:
+    """The report's PNG plots in ``out_dir``: each is described by the data it draws, and a plot whose data (and
+    :data:`PLOT_VERSION`) a :class:`~ragbench.core.cache.PlotCache` under ``cache_root`` already holds is copied,
+    not drawn (a warm rerun's report imports no matplotlib)."""
+    from ragbench.core.cache import PlotCache
+    from ragbench.core.hashing import stable_hash
+
+    cache = PlotCache(cache_root) if cache_root is not None else None
+    out: dict[str, Path] = {}
+    for name, data in _plot_data(report).items():
+        path = out_dir / f"{name}.png"
+        key = stable_hash({"plot": name, "version": PLOT_VERSION, "data": data}, length=32)
+        cached = cache.get_bytes(key) if cache is not None else None
+        if cached is not None:
+            path.write_bytes(cached)
+        else:
+            _DRAW[name](data, path)
+            if cache is not None:
+                cache.put_bytes(key, path.read_bytes())
+        out[name] = path
+    return out
+
+
+def _plot_data(report: SweepReport) -> dict[str, dict]:
+    """What each plot draws, as plain data (its cache key): the leaderboard always, recall@k curves and the
+    per-class heatmap when the sweep has them."""
+    board = report.leaderboard()
+    cids = board["config_id"].to_list()
+    out = {"leaderboard": {
+        "labels": [_short(report.label_of(c), 60) for c in cids], "means": board["mean"].to_list(),
+        "ci_low": board["ci_low"].to_list(), "ci_high": board["ci_high"].to_list(), "primary": report.primary,
+        # colour = significance against the best
+        "colours": ["#2e7d32" if r["is_best"] else ("#9e9e9e" if r["worse_than_best"] else "#1976d2")
+                    for r in board.iter_rows(named=True)]}}
+    top = cids[:MAX_CURVES]  # the best configs only, so the lines stay readable
+    if report.recall_curves.height:
+        curves = []
+        for cid in top:
+            c = report.recall_curves.filter(pl.col("config_id") == cid).sort("k")
+            if c.height:
+                curves.append([_short(report.label_of(cid), 60), c["k"].to_list(), c["recall"].to_list()])
+        out["recall_curves"] = {"curves": curves, "ks": sorted(report.recall_curves["k"].unique().to_list()),
+                                "more": f" (best {len(top)} of {len(cids)} by {report.primary})"
+                                        if len(cids) > len(top) else ""}
+    classes = sorted(report.per_class["query_class"].unique().to_list())
+    if report.per_class.height and classes:
+        grid = [[float("nan")] * len(classes) for _ in cids]
+        for r in report.per_class.iter_rows(named=True):
+            if r["config_id"] in cids and r["query_class"] in classes:
+                grid[cids.index(r["config_id"])][classes.index(r["query_class"])] = r["mean"]
+        out["per_class"] = {"grid": grid, "classes": classes, "primary": report.primary,
+                            "labels": [_short(report.label_of(c), 60) for c in cids]}
+    return out
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out: dict[str, Path] = {}
-    board = report.leaderboard()
+    return plt
 
-    # 1. primary measure with CIs, colour = significance against the best
-    n = board.height
+
+def _draw_leaderboard(d: dict, path: Path) -> None:
+    """The primary measure per config with its 95 % CI; green: best, blue: tied with best, grey: worse."""
+    plt = _pyplot()
+    n, means = len(d["means"]), d["means"]
     fig, ax = plt.subplots(figsize=(8, 1.2 + 0.45 * n))
-    colours = ["#2e7d32" if r["is_best"] else ("#9e9e9e" if r["worse_than_best"] else "#1976d2")
-               for r in board.iter_rows(named=True)]
     y = list(range(n))[::-1]
-    means = board["mean"].to_list()
-    err = [[m - lo for m, lo in zip(means, board["ci_low"].to_list())],
-           [hi - m for m, hi in zip(means, board["ci_high"].to_list())]]
-    ax.barh(y, means, xerr=err, color=colours, capsize=3)
-    ax.set_yticks(y, [_short(report.label_of(c), 60) for c in board["config_id"].to_list()], fontsize=8)
-    ax.set_xlabel(f"{report.primary} (mean, 95 % bootstrap CI)")
-    ax.set_xlim(0, 1.0 if max(board["ci_high"].fill_nan(0).to_list() + [0]) <= 1 else None)
+    err = [[m - lo for m, lo in zip(means, d["ci_low"])], [hi - m for m, hi in zip(means, d["ci_high"])]]
+    ax.barh(y, means, xerr=err, color=d["colours"], capsize=3)
+    ax.set_yticks(y, d["labels"], fontsize=8)
+    ax.set_xlabel(f"{d['primary']} (mean, 95 % bootstrap CI)")
+    ax.set_xlim(0, 1.0 if max([h for h in d["ci_high"] if h == h] + [0]) <= 1 else None)
     ax.set_title("green: best · blue: tied with best · grey: significantly worse", fontsize=9)
     fig.tight_layout()
-    out["leaderboard"] = _save(fig, out_dir / "leaderboard.png")
+    _save(fig, path)
+    plt.close(fig)
 
-    # 2. recall@k curves: the best configs only, so the lines stay readable
-    top = board["config_id"].to_list()[:MAX_CURVES]
-    if report.recall_curves.height:
-        fig, ax = plt.subplots(figsize=(9, 4.8))
-        for cid in top:
-            c = report.recall_curves.filter(pl.col("config_id") == cid).sort("k")
-            if c.height:
-                ax.plot(c["k"].to_list(), c["recall"].to_list(), marker="o", label=_short(report.label_of(cid), 60))
-        ax.set_xlabel("k (documents)")
-        ax.set_ylabel("mean recall@k")
-        ax.set_ylim(0, 1.02)
-        ks = sorted(report.recall_curves["k"].unique().to_list())
-        if ks and ks[-1] / max(ks[0], 1) >= 8:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-        more = f" (best {len(top)} of {n} by {report.primary})" if n > len(top) else ""
-        ax.set_title(f"recall@k per config{more}")
-        fig.tight_layout()
-        out["recall_curves"] = _save(fig, out_dir / "recall_curves.png")
 
-    # 3. primary measure per query class: a heatmap (configs x classes), best per class boxed
-    classes = sorted(report.per_class["query_class"].unique().to_list())
-    if report.per_class.height and classes:
-        cids = board["config_id"].to_list()
-        grid = [[float("nan")] * len(classes) for _ in cids]
-        for r in report.per_class.iter_rows(named=True):
-            if r["config_id"] in cids and r["query_class"] in classes:
-                grid[cids.index(r["config_id"])][classes.index(r["query_class"])] = r["mean"]
-        fig, ax = plt.subplots(figsize=(3 + 1.3 * len(classes) + 3, 1.2 + 0.38 * len(cids)))
-        im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto")
-        for j in range(len(classes)):
-            column = [row[j] for row in grid]
-            best = max((v for v in column if v == v), default=None)
-            for i, v in enumerate(column):
-                if v == v:
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
-                            color="black" if v > 0.6 else "white", fontweight="bold" if v == best else None)
-                    if v == best:
-                        ax.add_patch(plt.Rectangle((j - .5, i - .5), 1, 1, fill=False, edgecolor="red", lw=1.5))
-        ax.set_xticks(range(len(classes)), classes, fontsize=8)
-        ax.set_yticks(range(len(cids)), [_short(report.label_of(c), 60) for c in cids], fontsize=7)
-        ax.set_title(f"{report.primary} per query class (red box: best in the class)", fontsize=9)
-        fig.colorbar(im, ax=ax, fraction=0.03)
-        fig.tight_layout()
-        out["per_class"] = _save(fig, out_dir / "per_class.png")
-    plt.close("all")
-    return out
+def _draw_recall_curves(d: dict, path: Path) -> None:
+    """Mean recall@k against k, one line per config."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    for label, ks, recall in d["curves"]:
+        ax.plot(ks, recall, marker="o", label=label)
+    ax.set_xlabel("k (documents)")
+    ax.set_ylabel("mean recall@k")
+    ax.set_ylim(0, 1.02)
+    ks = d["ks"]
+    if ks and ks[-1] / max(ks[0], 1) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title(f"recall@k per config{d['more']}")
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def _draw_per_class(d: dict, path: Path) -> None:
+    """The primary measure per config (rows) and query class (columns); the best of each class boxed in red."""
+    plt = _pyplot()
+    grid, classes, labels = d["grid"], d["classes"], d["labels"]
+    fig, ax = plt.subplots(figsize=(3 + 1.3 * len(classes) + 3, 1.2 + 0.38 * len(labels)))
+    im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+    for j in range(len(classes)):
+        column = [row[j] for row in grid]
+        best = max((v for v in column if v == v), default=None)
+        for i, v in enumerate(column):
+            if v == v:
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                        color="black" if v > 0.6 else "white", fontweight="bold" if v == best else None)
+                if v == best:
+                    ax.add_patch(plt.Rectangle((j - .5, i - .5), 1, 1, fill=False, edgecolor="red", lw=1.5))
+    ax.set_xticks(range(len(classes)), classes, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_title(f"{d['primary']} per query class (red box: best in the class)", fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+_DRAW = {"leaderboard": _draw_leaderboard, "recall_curves": _draw_recall_curves, "per_class": _draw_per_class}
 
 
 MAX_CURVES = 8
@@ -892,7 +956,7 @@ def write_html_report(store: ResultStore, sweep_id: str, out_dir: Path, *, setti
     report = report or build_report(store, sweep_id, **kwargs)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    plots = _plots(report, out_dir)
+    plots = _plots(report, out_dir, store.path.parent / "cache")
     path = out_dir / "report.html"
     path.write_text(render_html(report, plots), encoding="utf-8")
     if log_to_mlflow:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.core.cache import ChunkCache, DocumentCache, VectorCache
+from ragbench.core.cache import ChunkCache, DocumentCache, PlotCache, VectorCache
 from ragbench.core.hashing import text_hash
 from ragbench.core.schemas import index_texts
 from ragbench.core.settings import Settings
@@ -51,7 +51,7 @@ class DoctorReport:
 def _cache(settings: Settings, repair: bool, report: DoctorReport) -> None:
     root = Path(settings.home) / "cache"
     for what, cache in (("chunk tables", ChunkCache(root)), ("vector segments", VectorCache(root)),
-                        ("converted documents", DocumentCache(root))):
+                        ("converted documents", DocumentCache(root)), ("report plots", PlotCache(root))):
         n, damaged = cache.verify(repair=repair)
         report.checked[what] = n
         for path, why in damaged.items():

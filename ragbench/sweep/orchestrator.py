@@ -45,7 +45,6 @@ from ragbench.generation.spec import GenerationSpec
 from ragbench.generation.stage import Generator, k_sweep_stage
 from ragbench.index.build import index_stage
 from ragbench.index.qdrant import open_index
-from ragbench.reporting.plots import metric_curve, plot_k_sweep
 from ragbench.results.outcomes import ConfigOutcome, ConfigResult, SweepResult
 from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
@@ -548,6 +547,8 @@ class _Sweep:
         log.info("k sweep on %s:\n%s", run_config.name, table.select("k", "accuracy", "answer_in_context", "recall"))
         if self.tracker and self.parent_run:
             try:
+                from ragbench.reporting.plots import plot_k_sweep  # matplotlib: only when a plot is drawn
+
                 with tempfile.TemporaryDirectory() as tmp:
                     table.write_parquet(Path(tmp) / "k_sweep.parquet")
                     plot_k_sweep(table, Path(tmp) / "k_sweep.png", title=f"k sweep: {run_config.name}")
@@ -594,6 +595,8 @@ def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) ->
     done = {o.name: o.metrics for o in outcomes if o.status == "finished" and o.metrics}
     if not done:
         return
+    from ragbench.reporting.plots import metric_curve  # matplotlib: only when a plot is drawn
+
     with tempfile.TemporaryDirectory() as tmp:
         paths = [metric_curve(done, "recall@", "", Path(tmp) / "recall_at_k.png", title="Document recall@k",
                               xlabel="k", logx=True)]
