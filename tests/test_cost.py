@@ -117,9 +117,8 @@ def test_embed_seconds_is_the_embed_stages_own_rate_when_it_encoded_the_chunks(t
     """A sweep that encodes the chunks itself (here 36 >= EMBED_SAMPLE) prices ``embed_seconds`` at the model time
     it measured (no second encode of a sample); a fresh sweep whose vectors all come from the cache estimates on a
     sample."""
-    from ragbench.sweep import orchestrator
     from ragbench.config import load_config
-    from ragbench.sweep import run_sweep
+    from ragbench.sweep import orchestrator, run_sweep
 
     sampled = []
     estimate = orchestrator.embed_seconds_estimate

@@ -631,7 +631,7 @@ def _draw_leaderboard(d: dict, path: Path) -> None:
     ax.barh(y, means, xerr=err, color=d["colours"], capsize=3)
     ax.set_yticks(y, d["labels"], fontsize=8)
     ax.set_xlabel(f"{d['primary']} (mean, 95 % bootstrap CI)")
-    ax.set_xlim(0, 1.0 if max([h for h in d["ci_high"] if h == h] + [0]) <= 1 else None)
+    ax.set_xlim(0, 1.0 if max([h for h in d["ci_high"] if not math.isnan(h)] + [0]) <= 1 else None)
     ax.set_title("green: best · blue: tied with best · grey: significantly worse", fontsize=9)
     fig.tight_layout()
     _save(fig, path)
