@@ -146,7 +146,7 @@ def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
     dense = edge.search("hy", q, "m@1", 20, exact=True)
     from qdrant_edge import Query, QueryRequest
 
-    shard = edge._shard("hy")
+    (shard,) = edge._shards("hy")  # sparse collections stay one shard
     qs = bm25_sparse(queries, query=True)
     for i in range(len(queries)):
         sparse_hits = shard.query(QueryRequest(limit=20, query=Query.Nearest(qs[i], using="bm25")))
@@ -205,3 +205,29 @@ def test_a_cached_chunk_table_with_whole_index_texts_is_read_as_prefixes_and_rew
         (entry,) = cache.entries(key)
         assert pq.read_schema(entry).names == list(chunks.columns)
         assert cache.peek(key).equals(chunks)
+
+
+def test_an_edge_collection_split_into_shards_searches_as_one(tmp_path):
+    """A dense collection over several Edge shards (point id // shard_points) answers exact search with the same
+    points and scores as numpy over all of them, HNSW search with recall as high, and reads every stored vector;
+    a new process reopens all its shards from the stored metadata."""
+    from dataclasses import replace
+
+    x, q = _data(2000, 32), _data(50, 32, seed=3)
+    payloads = [{"chunk_id": f"c{i}"} for i in range(len(x))]
+    meta = replace(_meta("sharded", len(x), 32), shard_points=600)  # 4 shards: 600, 600, 600, 200 points
+    index = EdgeIndex(tmp_path)
+    assert meta.shards == 4 and index.ensure(meta, x, payloads) is True
+    assert sorted(p.name for p in (tmp_path / "qdrant-edge" / "sharded").iterdir()) == [
+        "ragbench.json", "shard", "shard-1", "shard-2", "shard-3"]
+    index.close()
+    reopened = EdgeIndex(tmp_path)
+    assert reopened.ensure(meta, x, payloads) is False  # every shard counted: complete, reused
+    hits = reopened.search("sharded", q, "m@1", 10, exact=True)
+    np.testing.assert_array_equal(np.stack(hits.ids), _brute_force(x, q, 10))
+    xn, qn = x / np.linalg.norm(x, axis=1, keepdims=True), q / np.linalg.norm(q, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.stack(hits.scores), np.sort(qn @ xn.T, axis=1)[:, ::-1][:, :10], atol=1e-5)
+    approx = reopened.search("sharded", q, "m@1", 10, hnsw_ef=64).ids
+    assert np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx, np.stack(hits.ids))]) > 0.8
+    ids = [0, 599, 600, 1999, 1234]
+    np.testing.assert_allclose(reopened.vectors("sharded", ids), xn[ids], atol=1e-5)

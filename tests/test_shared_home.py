@@ -73,7 +73,7 @@ from pathlib import Path
 from ragbench.index.qdrant import EdgeIndex
 index = EdgeIndex(Path(sys.argv[1]))
 with index.session(sys.argv[2]):
-    index._shard(sys.argv[2])  # the shard is open: Qdrant Edge's WAL lock is taken
+    index._shards(sys.argv[2])  # the shard is open: Qdrant Edge's WAL lock is taken
     print("held", flush=True)
     time.sleep(3)
 """

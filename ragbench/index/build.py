@@ -19,7 +19,7 @@ from ragbench.core.schemas import index_texts, texts_at
 from ragbench.embedding.embed import model_key, prompt_hashes
 from ragbench.embedding.spec import EmbedderSpec
 from ragbench.index.filters import ChunkPayloads
-from ragbench.index.qdrant import CollectionMeta, bm25_sparse, collection_name
+from ragbench.index.qdrant import EDGE_SHARD_POINTS, CollectionMeta, bm25_sparse, collection_name
 from ragbench.index.spec import IndexSpec
 
 #: part of the collection identity: payload layout changes rebuild collections
@@ -82,7 +82,8 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
                           hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
                           full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse,
                           chunks_key=ChunkCache.key(dataset_fingerprint, chunker.canonical()),
-                          document_prompt=embedder.document_prompt)
+                          document_prompt=embedder.document_prompt,
+                          shard_points=0 if sparse else EDGE_SHARD_POINTS)
     ensure_disk_space(disk_root, chunks.height * dim * 4 * 3, f"index {name}", reserve_bytes=reserve_bytes)
     def verify(idx, collection: str) -> str | None:
         return matches_cache(idx, collection, hashes, cache, key, index_spec.distance)

@@ -3,7 +3,9 @@
 Two engines behind one interface:
 
 * :class:`EdgeIndex` (embedded default): Qdrant Edge, the Qdrant engine in-process (``qdrant-edge-py``). The HNSW
-  graph is built by ``optimize()``; ``exact=True`` searches brute force.
+  graph is built by ``optimize()``; ``exact=True`` searches brute force. A dense collection is split into Edge
+  shards of at most :data:`EDGE_SHARD_POINTS` points (Edge keeps one graph per shard whatever its segment settings,
+  and one graph's build grows faster than its size); a search asks every shard and merges their top hits.
 * :class:`ClientIndex` (scale-out): a Qdrant server through ``qdrant-client`` (``RAGBENCH_QDRANT_URL``), or its
   local ``:memory:`` mode for tests (brute force; it ignores HNSW search params).
 
@@ -33,6 +35,11 @@ from ragbench.index.spec import IndexSpec
 
 UPSERT_BATCH = 1024
 
+#: points per Qdrant Edge shard of a dense collection: the HNSW build of one graph cost CPU ∝ n^1.28 from 100k to 1M
+#: points here, so graphs are kept at this size and a larger collection is several of them (build ∝ n). A
+#: collection with Qdrant's own sparse BM25 vectors stays one shard: their IDF is a per-shard statistic.
+EDGE_SHARD_POINTS = 250_000
+
 
 @dataclass(frozen=True)
 class CollectionMeta:
@@ -49,6 +56,12 @@ class CollectionMeta:
     sparse: bool = False  # also a sparse "bm25" vector per point (Qdrant's own BM25), for native hybrid search
     chunks_key: str = ""  # the chunk-cache key of the chunks it holds (point id = row), for checking it later
     document_prompt: str = ""  # prepended to each chunk's index text (prefix + text) before embedding
+    shard_points: int = 0  # points per Edge shard (point id // shard_points picks it); 0: one shard
+
+    @property
+    def shards(self) -> int:
+        """How many Edge shards hold the points."""
+        return 1 if not self.shard_points else max(1, -(-self.count // self.shard_points))
 
 
 def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, document_prompt: str,
@@ -143,17 +156,22 @@ class EdgeIndex:
                     os.close(held[0])
                     del self._held[name]
 
-    def _shard(self, name: str):
+    def _shard_path(self, name: str, i: int) -> Path:
+        return self.root / name / ("shard" if i == 0 else f"shard-{i}")  # the first keeps the one-shard layout
+
+    def _shards(self, name: str, meta: CollectionMeta | None = None) -> list:
+        """The collection's open Edge shards, in shard order."""
         from qdrant_edge import EdgeShard
 
         with self._lock:
             if name not in self._open:
-                self._open[name] = EdgeShard.load(str(self.root / name / "shard"))
+                meta = meta or self.meta(name)
+                n = meta.shards if meta is not None else 1
+                self._open[name] = [EdgeShard.load(str(self._shard_path(name, i))) for i in range(n)]
             return self._open[name]
 
     def _close_shard(self, name: str) -> None:
-        shard = self._open.pop(name, None)
-        if shard is not None:
+        for shard in self._open.pop(name, None) or []:
             shard.close()
 
     def names(self) -> list[str]:
@@ -169,7 +187,8 @@ class EdgeIndex:
     def vectors(self, name: str, ids: list[int]) -> np.ndarray:
         """The stored dense vectors of points ``ids`` (normalised by Qdrant under cosine distance)."""
         with self.session(name):
-            records = {r.id: r.vector["dense"] for r in self._shard(name).retrieve([int(i) for i in ids], False, True)}
+            records = {r.id: r.vector["dense"] for shard in self._shards(name)
+                       for r in shard.retrieve([int(i) for i in ids], False, True)}
         return np.array([records[int(i)] for i in ids], dtype=np.float32)
 
     def ensure(self, meta: CollectionMeta, batches: Iterable[Batch] | np.ndarray,
@@ -190,7 +209,7 @@ class EdgeIndex:
         if existing is None or existing.count != meta.count:
             return False
         try:
-            count = self._shard(meta.name).count(CountRequest(exact=True))
+            count = sum(s.count(CountRequest(exact=True)) for s in self._shards(meta.name, existing))
             problem = None if count == meta.count else f"{count} points stored, {meta.count} expected"
             if problem is None and verify is not None:
                 problem = verify(self, meta.name)
@@ -228,23 +247,26 @@ class EdgeIndex:
                                         full_scan_threshold=meta.full_scan_threshold_kb),
             # one segment, indexed from the first KB: the HNSW graph then covers every point
             optimizers=EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1))
-        shard = EdgeShard.create(str(folder / "shard"), config)
+        shards = [EdgeShard.create(str(self._shard_path(meta.name, i)), config) for i in range(meta.shards)]
         for ids, vectors, payloads, *sparse_vectors in batches:
             named = [{"dense": v.tolist()} for v in vectors]
             if meta.sparse:
                 for n, sv in zip(named, sparse_vectors[0]):
                     n[SPARSE] = sv
-            points = [Point(int(i), n, p) for i, n, p in zip(ids, named, payloads)]
-            shard.update(UpdateOperation.upsert_points(points))
-        shard.optimize()
-        shard.flush()
-        if shard.count(CountRequest(exact=True)) != meta.count:
+            which = np.asarray(ids) // meta.shard_points if meta.shards > 1 else np.zeros(len(ids), dtype=int)
+            for i in np.unique(which):
+                points = [Point(int(ids[j]), named[j], payloads[j]) for j in np.flatnonzero(which == i)]
+                shards[i].update(UpdateOperation.upsert_points(points))
+        for shard in shards:  # one bounded HNSW graph each
+            shard.optimize()
+            shard.flush()
+        if sum(s.count(CountRequest(exact=True)) for s in shards) != meta.count:
             raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
         tmp = self._meta_path(meta.name).with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(meta)))
         os.replace(tmp, self._meta_path(meta.name))
         with self._lock:
-            self._open[meta.name] = shard
+            self._open[meta.name] = shards
         return True
 
     def search(self, name: str, queries: np.ndarray, model_key: str, limit: int, *, exact: bool = False,
@@ -257,16 +279,24 @@ class EdgeIndex:
                                                params=params, filter=query_filter) for q in queries])
 
     def _query(self, name: str, requests: list) -> Hits:
-        """Run ``requests`` against collection ``name`` in batches of 64, holding it for each batch."""
+        """Run ``requests`` against collection ``name`` in batches of 64, holding it for each batch. Each shard
+        answers every request; a query's hits are the best ``limit`` of theirs by score (ties: lower id first)."""
         from qdrant_edge import QueryBatchRequest
 
         ids, scores = [], []
         for i in range(0, len(requests), 64):
+            batch = requests[i:i + 64]
             with self.session(name):
-                results = self._shard(name).query_batch(QueryBatchRequest(requests[i:i + 64]))
-            for points in results:
-                ids.append(np.fromiter((p.id for p in points), dtype=np.int64, count=len(points)))
-                scores.append(np.fromiter((p.score for p in points), dtype=np.float64, count=len(points)))
+                per_shard = [shard.query_batch(QueryBatchRequest(batch)) for shard in self._shards(name)]
+            for q, request in enumerate(batch):
+                points = [p for results in per_shard for p in results[q]]
+                pid = np.fromiter((p.id for p in points), dtype=np.int64, count=len(points))
+                score = np.fromiter((p.score for p in points), dtype=np.float64, count=len(points))
+                if len(per_shard) > 1:
+                    keep = np.lexsort((pid, -score))[:request.limit]
+                    pid, score = pid[keep], score[keep]
+                ids.append(pid)
+                scores.append(score)
         return Hits(ids, scores)
 
     def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
