@@ -12,7 +12,7 @@ cold / raw <= 1.10 and warm / cold <= 0.03. The Prefect start-up cost is measure
 ``ragbench sweep --orchestrator prefect`` (first Prefect start in the home, then again) minus the same through
 ``--orchestrator local``. Also printed: how long each ``ragbench sweep`` command took to print its first line.
 
-    nice -n 10 python benchmarks/sweep_overhead.py [--max-docs 1000] [--pairs 1] [--no-prefect]
+    nice -n 10 python benchmarks/sweep_overhead.py [--max-docs 1000] [--pairs 1] [--no-prefect]   # ~10 min on 2 cores
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def unique_texts(cfg_path: Path) -> dict[str, list[str]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--max-docs", type=int, default=1000, help="SciFact slice: judged docs plus seeded distractors")
+    ap.add_argument("--max-docs", type=int, default=None,
+                    help="a SciFact slice: its judged docs plus seeded distractors (default: all 5,183 abstracts)")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--pairs", type=int, default=1, help="raw/cold pairs, alternated")
     ap.add_argument("--no-prefect", action="store_true", help="skip the Prefect start-up measurement")
@@ -108,12 +109,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as tmp:
         work = Path(tmp)
         cfg = work / "sweep.yaml"
-        cfg.write_text(SWEEP.format(path=SCIFACT, max_docs=args.max_docs, model=args.model))
+        cfg.write_text(SWEEP.format(path=SCIFACT, max_docs=args.max_docs or "null", model=args.model))
         texts = unique_texts(cfg)
         (work / "texts.json").write_text(json.dumps(texts))
         (work / "raw.py").write_text(RAW)
         (work / "sweep_child.py").write_text(SWEEP_CHILD)
-        print(f"grid: 1 chunker x {args.model} x (BM25, dense, hybrid) on SciFact ({args.max_docs} docs): "
+        print(f"grid: 1 chunker x {args.model} x (BM25, dense, hybrid) on SciFact ({args.max_docs or 'all'} docs): "
               f"{len(texts['documents'])} unique chunk texts, {len(texts['queries'])} queries", flush=True)
 
         raws, colds, cold_inner = [], [], []
