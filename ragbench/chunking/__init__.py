@@ -29,6 +29,7 @@ from ragbench.chunking.sentences import SentenceChunker, sentence_spans, sentenc
 from ragbench.chunking.whole import WholeDocChunker  # noqa: E402
 
 __all__ = ["CHUNK_SCHEMA", "CHUNKERS", "ChunkerSpec", "SizedChunkerSpec", "Span", "chunk_corpus", "chunker_label",
-           "contextual_prefix", "contextual_text", "share_corpus_text", "spans_for", "trim", "FixedChunker", "MarkdownChunker", "RecursiveChunker",
+           "contextual_prefix", "contextual_text", "share_corpus_text", "spans_for", "trim", "FixedChunker",
+           "MarkdownChunker", "RecursiveChunker",
            "SentenceChunker", "WholeDocChunker", "fixed_spans", "heading_path_at", "markdown_headings",
            "markdown_spans", "recursive_spans", "sentence_spans", "sentence_window_spans"]

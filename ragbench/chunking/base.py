@@ -153,16 +153,19 @@ def chunk_corpus(ds: Dataset, spec: ChunkerSpec) -> pl.DataFrame:
     """Chunk every document of ``ds`` under ``spec``. Chunk ids hash ``(doc_id, start, end)``: the same span cut by
     two strategies is the same chunk. The chunker gives spans; the texts are cut from the corpus column at once."""
     spans = frame_from_rows(_rows(ds, spec), _SPAN_SCHEMA)
-    doc_text = ds.corpus["text"].gather(spans["doc_row"])
-    text = (doc_text if _all_whole(spans, doc_text) else
-            pl.DataFrame({"t": doc_text, "s": spans["start"], "e": spans["end"]})
-            .select(pl.col("t").str.slice(pl.col("s"), pl.col("e") - pl.col("s")))["t"])
+    text = _whole_document_text(spans, ds.corpus, spans["doc_row"])
+    if text is None:  # cut chunks: their own strings, sliced by character offsets
+        text = (pl.DataFrame({"t": ds.corpus["text"].gather(spans["doc_row"]), "s": spans["start"], "e": spans["end"]})
+                .select(pl.col("t").str.slice(pl.col("s"), pl.col("e") - pl.col("s")))["t"])
     return spans.with_columns(text.alias("text")).select(list(CHUNK_SCHEMA))
 
 
-def _all_whole(chunks: pl.DataFrame, doc_text: pl.Series) -> bool:
-    """True when every chunk spans its whole document (``whole``, or no document long enough to cut)."""
-    return bool(((chunks["start"] == 0) & (chunks["end"] == doc_text.str.len_chars())).all())
+def _whole_document_text(chunks: pl.DataFrame, corpus: pl.DataFrame, doc_rows: pl.Series) -> pl.Series | None:
+    """The corpus text of each chunk's document (``doc_rows``), sharing the corpus' buffers, when every chunk spans
+    its whole document (``whole``, or no document long enough to cut); else None."""
+    doc_text = corpus["text"].gather(doc_rows)
+    whole = ((chunks["start"] == 0) & (chunks["end"] == doc_text.str.len_chars())).all()
+    return doc_text if whole else None
 
 
 def share_corpus_text(chunks: pl.DataFrame, corpus: pl.DataFrame) -> pl.DataFrame:
@@ -174,9 +177,5 @@ def share_corpus_text(chunks: pl.DataFrame, corpus: pl.DataFrame) -> pl.DataFram
         return chunks
     rows = chunks.select("doc_id").join(corpus.select("doc_id").with_row_index("doc_row"), on="doc_id",
                                          how="left", maintain_order="left")["doc_row"]
-    if rows.null_count():
-        return chunks
-    doc_text = corpus["text"].gather(rows)
-    if not _all_whole(chunks, doc_text):
-        return chunks
-    return chunks.with_columns(doc_text.alias("text"))
+    text = None if rows.null_count() else _whole_document_text(chunks, corpus, rows)
+    return chunks if text is None else chunks.with_columns(text.alias("text"))

@@ -309,20 +309,20 @@ class BlobCache:
         folder = self.root / key[:2]
         return sorted(folder.glob(f"{key}.*.{self.suffix}")) if folder.is_dir() else []
 
-    def _load(self, path: Path) -> bytes:
+    def _load(self, path: Path):
+        """The value of a verified entry; raises :class:`DamagedEntry` saying what is wrong."""
         data = path.read_bytes()
         expected = path.name.removesuffix(f".{self.suffix}").rsplit(".", 1)[-1]
         if hashlib.sha256(data).hexdigest() != expected:
             raise DamagedEntry("its bytes do not match the checksum in its name")
-        self.decode(data)
-        return data
+        return self.decode(data)
 
     def decode(self, data: bytes):
         """The value the bytes hold; raises :class:`DamagedEntry` when they hold none."""
         return data
 
-    def get_bytes(self, key: str) -> bytes | None:
-        """The verified bytes of ``key``, or None (a damaged entry is quarantined and None returned)."""
+    def get(self, key: str):
+        """The cached value of ``key``, or None (a damaged entry is quarantined and None returned)."""
         for path in self._entries(key):
             try:
                 return self._load(path)
@@ -381,11 +381,6 @@ class DocumentCache(BlobCache):
         if not isinstance(value, dict):
             raise DamagedEntry("not a JSON object")
         return value
-
-    def get(self, key: str) -> dict | None:
-        """The cached value of ``key``, or None (a damaged entry is quarantined and None returned)."""
-        data = self.get_bytes(key)
-        return None if data is None else self.decode(data)
 
     def put(self, key: str, value: dict) -> Path:
         """Store ``value`` under ``key`` atomically; returns the entry's path."""

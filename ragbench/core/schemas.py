@@ -84,7 +84,7 @@ class PrefixedTexts:
 
     def to_list(self) -> list[str]:
         """Every row as a Python list (whole: for callers that need all of them at once)."""
-        return [t for batch in text_batches(self, FRAME_BATCH_ROWS) for t in batch]
+        return list(self)
 
 
 #: a column of texts as the stages take it: a Python list, a polars String column, or :class:`PrefixedTexts`

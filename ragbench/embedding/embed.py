@@ -125,7 +125,7 @@ def embed_texts(texts: TextColumn, spec: EmbedderSpec, role: Role, cache: Vector
             else:  # on a cluster: per shard, as each one comes back
                 workers.map(embed_shard, [shard(g) for g in groups], on_done=advance)
     stats = EmbedStats(requested=len(texts), unique=len(first_row), cached=len(first_row) - len(missing),
-                       computed=len(missing), encode_seconds=sum(encode_seconds) if missing else 0.0)
+                       computed=len(missing), encode_seconds=sum(encode_seconds))
     log.info("embed %s [%s]: %d texts, %d unique, %d cached, %d computed", spec.label, role, stats.requested,
              stats.unique, stats.cached, stats.computed)
     if not return_vectors:

@@ -569,7 +569,7 @@ def _plots(report: SweepReport, out_dir: Path, cache_root: Path | None = None) -
     for name, data in _plot_data(report).items():
         path = out_dir / f"{name}.png"
         key = stable_hash({"plot": name, "version": PLOT_VERSION, "data": data}, length=32)
-        cached = cache.get_bytes(key) if cache is not None else None
+        cached = cache.get(key) if cache is not None else None
         if cached is not None:
             path.write_bytes(cached)
         else:

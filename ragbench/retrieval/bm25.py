@@ -27,7 +27,8 @@ class BM25Params(Spec):
 
 
 class BM25Index:
-    """bm25s over each chunk's index text (``prefix + text``): Lucene-variant BM25 by default, English stopwords, Snowball stemming.
+    """bm25s over each chunk's index text (``prefix + text``): Lucene-variant BM25 by default, English stopwords,
+    Snowball stemming.
 
     score(q, d) = sum over query terms t of  idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
     with Lucene's idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)).

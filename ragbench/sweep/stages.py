@@ -68,7 +68,7 @@ def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.Data
 
 def embed_documents_stage(chunks: pl.DataFrame, embedder, cache: VectorCache, segment_rows: int = 512,
                           reserve_bytes: int = 200 * 1024 * 1024, workers: Workers | None = None) -> EmbedStats:
-    """Embed every chunk's ``index_text`` into the cache (vectors stay on disk; the index streams them), in shards
+    """Embed every chunk's index text (``prefix + text``) into the cache (vectors stay on disk; the index streams them), in shards
     on ``workers`` (here by default)."""
     return embed_texts(index_texts(chunks), embedder, "document", cache, segment_rows=segment_rows,
                        return_vectors=False, reserve_bytes=reserve_bytes, workers=workers)[1]

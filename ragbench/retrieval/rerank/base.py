@@ -76,8 +76,8 @@ def rerank(run: pl.DataFrame, query_texts: dict[str, str], chunk_texts: dict[str
     run
         First-stage run (``RUN_SCHEMA``).
     query_texts, chunk_texts
-        ``query_id -> text`` and ``chunk_id -> text`` (what the reranker reads; use the chunks' index texts (``index_texts``) to
-        give it what the first stage indexed).
+        ``query_id -> text`` and ``chunk_id -> text`` (what the reranker reads; use the chunks' index texts,
+        ``index_texts(chunks)``, to give it what the first stage indexed).
     top_n, keep
         Candidates reranked per query, and how many of them are returned (``1 <= keep <= top_n``).
 
