@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from ragbench.chunking import CHUNK_SCHEMA, SentenceChunker, chunk_corpus, sentence_spans
-from ragbench.chunking.stats import chunk_statistics
+from ragbench.chunking.chunk_statistics import chunk_statistics
 from ragbench.core.schemas import CORPUS_SCHEMA, SPANS_SCHEMA
 from ragbench.data.dataset import Dataset
 
@@ -90,7 +90,7 @@ def test_bad_input_is_named():
 
 
 def test_window_statistics_hand_computed():
-    from ragbench.chunking.stats import window_statistics
+    from ragbench.chunking.chunk_statistics import window_statistics
 
     # window 10: 12 and 30 are over it; 2 + 20 of the 4 + 10 + 12 + 30 = 56 tokens are never read
     st = window_statistics([4, 10, 12, 30], 10)

@@ -7,7 +7,7 @@ import sys
 
 from conftest import ROOT, clean_env
 
-from ragbench.cli import _announce_sweep
+from ragbench.cli.announce import _announce_sweep
 
 
 def test_announces_only_a_sweep_with_a_config(capsys):

@@ -10,7 +10,7 @@ from folder_fixture import build_folder
 
 from ragbench.chunking import chunk_corpus
 from ragbench.config import load_config
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.core.schemas import index_texts
 from ragbench.data import holdout_split, load_dataset
 from ragbench.results.store import ResultStore

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ragbench.cli import app
 from ragbench.data import load_dataset
 from ragbench.data.spec import DatasetSpec
-from ragbench.promotion.gate import ORACLE_PREFIX, probe_set
+from ragbench.promotion.regression_gate import ORACLE_PREFIX, probe_set
 
 SWEEP = f"""name: gate
 dataset: {{path: {DEMO}, queries: all}}

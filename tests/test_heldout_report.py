@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
-from ragbench.promotion.registry import check_gate
+from ragbench.promotion.registry import check_promotion_gate
 from ragbench.reporting.report import build_report, leaderboard_markdown, render_html
 from ragbench.reporting.terminal import leaderboard_text
 from ragbench.results.outcomes import ConfigResult
@@ -126,11 +126,11 @@ def test_promote_gates_on_the_held_out_queries_when_the_sweep_has_them(tmp_path)
     _write(store, "s1", "sound", [0.3] * 28, [0.9] * 12)
     _production(store, "s1", "prod")
 
-    lucky = check_gate(store, "s1", "lucky")
+    lucky = check_promotion_gate(store, "s1", "lucky")
     assert not lucky.allowed and lucky.n == 12 and lucky.mean_diff == 0
     assert lucky.primary == "heldout_ndcg_at_10" and lucky.candidate_mean == pytest.approx(0.6)
     assert "gated on the held-out set: 12 queries" in lucky.evidence
-    sound = check_gate(store, "s1", "sound")
+    sound = check_promotion_gate(store, "s1", "sound")
     assert sound.allowed and sound.n == 12 and sound.mean_diff == pytest.approx(0.3)
     assert sound.p_value == 2 / 2**12 and "gated on the held-out set: 12 queries" in sound.evidence
     # the command says so too, refusing before anything is registered
@@ -152,7 +152,7 @@ def test_held_out_gate_pairs_production_from_a_sweep_that_had_no_split(tmp_path)
     _production(store, "old", "prod")
     store.begin_sweep("new", "s", "h2", SPLIT, "d", "fpA")
     _write(store, "new", "cand", [0.5] * 28, [0.6] * 12)  # worse on tuning (0.5 < 0.8), better held out (0.6 > 0.2)
-    gate = check_gate(store, "new", "cand")
+    gate = check_promotion_gate(store, "new", "cand")
     assert gate.allowed and gate.n == 12 and gate.mean_diff == pytest.approx(0.4)
     assert "from sweep old" in gate.evidence and re.search(r"held-out set: 12 queries", gate.evidence)
     assert not math.isnan(gate.baseline_mean) and gate.baseline_mean == pytest.approx(0.2)

@@ -19,14 +19,20 @@ def _module(path: Path) -> str:
     return ".".join(("ragbench", *path.relative_to(PKG).with_suffix("").parts)).removesuffix(".__init__")
 
 
+MODULES = {_module(p) for p in PKG.rglob("*.py")}
+
+
 def _imports(path: Path) -> list[tuple[int, str, bool]]:
-    """``(line, imported ragbench module, at module level)`` of every import in ``path``."""
+    """``(line, imported ragbench module, at module level)`` of every import in ``path``, at any depth (inside
+    functions too). ``from ragbench.x import y`` names the module ``ragbench.x.y`` when that is a module."""
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ragbench"):
-            out.append((node.lineno, node.module, id(node) in top))
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                out.append((node.lineno, sub if sub in MODULES else node.module, id(node) in top))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name, id(node) in top) for a in node.names if a.name.startswith("ragbench")]
     return out
@@ -52,7 +58,8 @@ def test_imports_flow_down_the_stages():
 
 
 def test_no_import_circle_between_modules():
-    graph = {_module(p): {m for _, m, top in _imports(p) if top} for p in PKG.rglob("*.py")}
+    """No module imports, at any depth (a function's own imports too), a module that imports it back."""
+    graph = {_module(p): {m for _, m, _top in _imports(p) if m != _module(p)} for p in PKG.rglob("*.py")}
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> list[str] | None:

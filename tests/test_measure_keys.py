@@ -9,7 +9,7 @@ import math
 import duckdb
 import polars as pl
 
-from ragbench.core.measures import MeasureMap, measure_key
+from ragbench.core.measure_keys import MeasureMap, measure_key
 from ragbench.reporting.report import build_report
 from ragbench.results.outcomes import ConfigOutcome, ConfigResult
 from ragbench.results.store import ResultStore

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.core.settings import Settings
-from ragbench.promotion.registry import check_gate, collection_alias
+from ragbench.promotion.registry import check_promotion_gate, collection_alias
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
 
@@ -188,19 +188,19 @@ def test_gate_pairs_production_from_another_sweep_on_the_same_data(tmp_path):
                     "primary_measure, active) VALUES (?, 'old', 'prod', 'cfg-prod', '{}', 'fpA', 'ndcg@10', true)",
                     [datetime.now(timezone.utc)])
 
-    ok = check_gate(store, "new", "cand")
+    ok = check_promotion_gate(store, "new", "cand")
     # all 20 paired differences are positive: 2^20 sign vectors are few enough to enumerate, so the p-value is
     # the exact 2 / 2^20 (the observed signs and their mirror image), not a Monte Carlo floor
     assert ok.allowed and ok.n == 20 and ok.mean_diff == pytest.approx(0.45)
     assert ok.p_value == 2 / 2**20 and "from sweep old" in ok.evidence
-    meh = check_gate(store, "new", "meh")
+    meh = check_promotion_gate(store, "new", "meh")
     # 10 equal positive diffs and 10 zeros: zeros are dropped (their sign changes nothing) and only 2 of the 2^10
     # sign patterns of the non-zero ones reach |sum|: exact p = 2 / 1024
     assert meh.allowed and meh.mean_diff == pytest.approx(0.05)
     assert meh.p_value == 2 / 2**10
-    strict = check_gate(store, "new", "meh", alpha=0.001)  # the same evidence is not enough at a stricter level
+    strict = check_promotion_gate(store, "new", "meh", alpha=0.001)  # the same evidence is not enough at a stricter level
     assert not strict.allowed and "not significantly better" in strict.evidence
-    worse = check_gate(store, "old", "prod")  # production itself: already live
+    worse = check_promotion_gate(store, "old", "prod")  # production itself: already live
     assert not worse.allowed and "already in production" in worse.evidence
-    none = check_gate(store, "other", "cand2")  # production never evaluated on fpB: no evidence, refused
+    none = check_promotion_gate(store, "other", "cand2")  # production never evaluated on fpB: no evidence, refused
     assert not none.allowed and "never evaluated on dataset fpB" in none.evidence and none.p_value is None

@@ -1,4 +1,4 @@
-"""Tests for ragbench.evaluation.stats (comparison statistics between configurations)."""
+"""Tests for ragbench.evaluation.significance (comparison statistics between configurations)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragbench.evaluation.stats import (
+from ragbench.evaluation.significance import (
     Comparison,
     ConfidenceInterval,
     PairedTest,

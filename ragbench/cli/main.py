@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ragbench.cli.options import Format
+from ragbench.cli.options import Format, fail
 from ragbench.core.errors import RagbenchError, ResultsSpooledError
 from ragbench.core.progress import console, stdout
 from ragbench.core.redact import redact
@@ -86,11 +86,6 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries."""
 
 
-def _fail(e: Exception) -> None:
-    console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
-    raise typer.Exit(2)
-
-
 @app.command()
 def sweep(
     config: Annotated[Path, typer.Argument(help="sweep YAML (see configs/)")],
@@ -123,9 +118,9 @@ def sweep(
     holds results.duckdb, finished configs wait in <home>/spool and are merged when it frees. Exit code 1 when any
     config failed or results are left in the spool, 2 on invalid input.
     """
-    import ragbench.cli
+    from ragbench.cli.announce import ANNOUNCED
 
-    if not ragbench.cli.ANNOUNCED:  # at once: the imports below take seconds
+    if not ANNOUNCED:  # at once: the imports below take seconds
         console.print(f"starting sweep {config} …", highlight=False)
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
@@ -168,9 +163,9 @@ def sweep(
         console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
         raise typer.Exit(1)
     except RagbenchError as e:
-        _fail(e)
+        fail(e)
     except STORAGE_ERRORS as e:  # a full disk, a lost volume: the cause, on one line, not a traceback
-        _fail(RagbenchError(f"storage error: {str(e).strip().splitlines()[0][:300]}"))
+        fail(RagbenchError(f"storage error: {str(e).strip().splitlines()[0][:300]}"))
     if fmt is Format.table:
         stdout.print(leaderboard_table(result, width=stdout.width))
         db = (result.home / "results.duckdb")
@@ -237,7 +232,7 @@ def sync_mlflow_cmd(
     try:
         n = sync_mlflow(settings, sweep)
     except RagbenchError as e:
-        _fail(e)
+        fail(e)
     console.print(f"uploaded {n} config run(s) to MLflow")
 
 
@@ -338,10 +333,10 @@ def datasets_validate(
         split_line = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.seed).describe() \
             if spec.holdout is not None else None
     except ValidationError as e:
-        _fail(RagbenchError("invalid dataset options: " + "; ".join(
+        fail(RagbenchError("invalid dataset options: " + "; ".join(
             f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
     except RagbenchError as e:
-        _fail(e)
+        fail(e)
     if scan is not None:
         console.print(_folder_table(scan))
     t = Table(title=f"{spec.path}")
@@ -375,14 +370,14 @@ def datasets_init(
     from ragbench.data.questions import SUFFIXES, find_questions_file, write_template
 
     if Path(questions).suffix.lower() not in SUFFIXES:
-        _fail(ValueError(f"--questions {questions}: a questions file is {', '.join(SUFFIXES)}"))
+        fail(ValueError(f"--questions {questions}: a questions file is {', '.join(SUFFIXES)}"))
     target = path / questions
     existing = find_questions_file(path) if path.is_dir() else None
     try:
         scan = scan_folder(path, tuple(include), tuple(exclude), cache_root=Settings.from_env(home=home).home /
                            "cache", questions=existing or target)
     except RagbenchError as e:
-        _fail(e)
+        fail(e)
     stdout.print(_folder_table(scan))
     for w in scan.warnings():
         stdout.print(f"[yellow]warning:[/yellow] {escape(w)}")
@@ -425,7 +420,7 @@ def datasets_list(
     console.print(t)
 
 
-from ragbench.cli.gate import register as _register_gate  # noqa: E402
+from ragbench.cli.regression_gate import register as _register_gate  # noqa: E402
 from ragbench.cli.ops import register as _register_ops  # noqa: E402
 from ragbench.cli.questions import questions_app  # noqa: E402
 

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ragbench.cli.options import Format
+from ragbench.cli.options import Format, fail
 
 HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="ragbench home holding results.duckdb (default: "
                                                                  "$RAGBENCH_HOME, else ./.ragbench)")]
@@ -44,15 +44,6 @@ def _store(home: Path | None):
                             "--home")
     return ResultStore(h / "results.duckdb"), settings
 
-
-def _fail(e: Exception, code: int = 2) -> None:
-    from rich.markup import escape
-
-    from ragbench.core.progress import console
-    from ragbench.core.redact import redact
-
-    console.print(f"[red]error:[/red] {escape(redact(str(e)))}", soft_wrap=True, markup=True, highlight=False)
-    raise typer.Exit(code)
 
 
 def _promotion_table(rows, title: str) -> Table:
@@ -109,7 +100,7 @@ def register(app: typer.Typer) -> None:
         The HTML and its PNG plots are also logged under report/ of the sweep's MLflow parent run.
         """
         from ragbench.core.errors import RagbenchError
-        from ragbench.core.measures import measure_key
+        from ragbench.core.measure_keys import measure_key
         from ragbench.core.progress import console, stdout
         from ragbench.reporting.report import build_report, leaderboard_rich, report_text, write_html_report
         from ragbench.results.lookup import resolve_sweep_id
@@ -122,7 +113,7 @@ def register(app: typer.Typer) -> None:
             path = write_html_report(store, sid, out or settings.home / "reports" / sid, settings=settings,
                                      log_to_mlflow=mlflow, report=rep)
         except (RagbenchError, ValueError) as e:
-            _fail(e)
+            fail(e)
         if fmt is Format.table:
             stdout.print(leaderboard_rich(rep, width=stdout.width))
         else:
@@ -150,7 +141,7 @@ def register(app: typer.Typer) -> None:
         difference, Holm-adjusted p-value, win/tie/loss per query); --all prints every pair. Holm's correction
         is over all pairs either way, so the p-values match the report's."""
         from ragbench.core.errors import RagbenchError
-        from ragbench.core.measures import measure_key
+        from ragbench.core.measure_keys import measure_key
         from ragbench.core.progress import stdout
         from ragbench.reporting.report import build_report, comparison_rich, vs_best_rich, vs_best_rows
         from ragbench.results.lookup import resolve_sweep_id, sweep_primary
@@ -162,7 +153,7 @@ def register(app: typer.Typer) -> None:
             rep = build_report(store, sid, primary=m, measures=(m,), test=test.value, alpha=alpha,
                                pairs="all" if all_pairs else "vs_best")
         except (RagbenchError, ValueError) as e:
-            _fail(e)
+            fail(e)
         comp = rep.comparisons[rep.primary]
         names = dict(rep.configs.select("config_id", "name").iter_rows())
         if json_out:
@@ -200,7 +191,7 @@ def register(app: typer.Typer) -> None:
             store, settings = _store(home)
             e = _explain(store, sweep, config, query_id, deep=deep, settings=settings)
         except (RagbenchError, ValueError) as err:
-            _fail(err)
+            fail(err)
         stdout.print(render_explanation(e, show=show))
 
     @app.command()
@@ -233,9 +224,9 @@ def register(app: typer.Typer) -> None:
             p = _promote(store, sweep, config, primary=primary, alpha=alpha, force=force, reason=reason, who=who,
                          settings=settings)
         except PromotionRefused as e:
-            _fail(e, 1)
+            fail(e, 1)
         except (RagbenchError, ValueError) as e:
-            _fail(e)
+            fail(e)
         stdout.print(_promotion_table([p], "now in production"))
         console.print(f"evidence: {p.evidence}", highlight=False)
 
@@ -257,7 +248,7 @@ def register(app: typer.Typer) -> None:
             live = _production(store)
             rows = _history(store) if history else ([live] if live else [])
         except RagbenchError as e:
-            _fail(e)
+            fail(e)
         if json_out:
             if live is None:
                 typer.echo("null")
@@ -285,8 +276,8 @@ def register(app: typer.Typer) -> None:
             store, settings = _store(home)
             p = _rollback(store, settings=settings)
         except PromotionRefused as e:
-            _fail(e, 1)
+            fail(e, 1)
         except RagbenchError as e:
-            _fail(e)
+            fail(e)
         stdout.print(_promotion_table([p], "restored to production"))
         console.print(f"production is {p.name} again")

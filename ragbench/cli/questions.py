@@ -28,7 +28,7 @@ def generate(
     is located in its document (the others are dropped and counted), and every row is marked synthetic with its
     lexical overlap with the passage. Sweep on the file with `dataset: {format: folder, path: DIR, questions:
     questions.synthetic.csv}`; LLM answers are cached, so a rerun (--force) asks nothing new."""
-    from ragbench.cli.main import _fail
+    from ragbench.cli.options import fail
     from ragbench.core.errors import RagbenchError
     from ragbench.core.progress import stdout
     from ragbench.core.settings import Settings
@@ -40,11 +40,11 @@ def generate(
         written, gen = generate_for_folder(path, settings, n, out=out, force=force, seed=seed, model=model,
                                            threads=threads)
     except RagbenchError as e:
-        _fail(e)
+        fail(e)
     stdout.print(f"wrote {written}: {gen.describe()}", highlight=False)
     for w in synthetic_warnings({"synthetic_lexical_overlap": gen.mean_overlap if gen.questions else None}):
         stdout.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
     if not gen.questions:
-        _fail(RagbenchError("no question kept: the model's quotes were not found in the documents; try --model "
+        fail(RagbenchError("no question kept: the model's quotes were not found in the documents; try --model "
                             "qwen2.5-coder-1.5b or a larger --n"))
     stdout.print(f"next: `ragbench datasets validate {path} --questions {written.name}`", highlight=False)

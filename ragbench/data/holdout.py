@@ -21,7 +21,7 @@ import polars as pl
 
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import stable_hash
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 
 HELDOUT_PREFIX = "heldout/"
 

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ragbench.chunking.stats import window_statistics
+from ragbench.chunking.chunk_statistics import window_statistics
 from ragbench.core.cache import EmbedStats, VectorCache
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import text_hash
@@ -62,7 +62,7 @@ def embedding_window(spec: EmbedderSpec) -> int | None:
 
 
 def embedding_window_statistics(texts: TextColumn, spec: EmbedderSpec) -> dict[str, float]:
-    """:func:`ragbench.chunking.stats.window_statistics` of document ``texts`` as this embedder sees them (document
+    """:func:`ragbench.chunking.chunk_statistics.window_statistics` of document ``texts`` as this embedder sees them (document
     prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with. A model that reads
     every token (no window) is not tokenized: the counts would not change the result, and on a static model that
     pass cost more CPU than the embedding itself (benchmarks/scale.py)."""

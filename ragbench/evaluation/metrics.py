@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 from pydantic import Field, field_validator
 
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
 from ragbench.data.holdout import HELDOUT_PREFIX

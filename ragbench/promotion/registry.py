@@ -1,11 +1,11 @@
 """Promotion: put a configuration into production only on evidence, and be able to take it back.
 
-The gate (:func:`check_gate`)
+The gate (:func:`check_promotion_gate`)
 -----------------------------
 A candidate config of a finished sweep is promoted only if
 
 * **there is a production config**: the candidate beats it on the *same dataset fingerprint* on the primary measure
-  (default: the sweep's ``metrics.primary``): the paired randomization test (:func:`ragbench.evaluation.stats.
+  (default: the sweep's ``metrics.primary``): the paired randomization test (:func:`ragbench.evaluation.significance.
   paired_randomization_test`, two-sided, 10 000 sign flips) over the queries both have a value for must give
   ``p < alpha`` **and** a positive mean difference. Production's per-query values come from the candidate's own
   sweep if it evaluated the production config, otherwise from the newest finished sweep on the same fingerprint
@@ -18,7 +18,7 @@ A candidate config of a finished sweep is promoted only if
   per-query value does not depend on the split). The tuning queries chose the candidate, so its lead there is
   optimistic (the winner's curse); the evidence says the gate used the held-out set and how many queries.
 * **there is none yet** (first promotion): the candidate is the best config of its sweep or tied with it
-  (:func:`ragbench.evaluation.stats.compare_configs`, Holm-adjusted p >= alpha against the best).
+  (:func:`ragbench.evaluation.significance.compare_configs`, Holm-adjusted p >= alpha against the best).
 * or ``force=True`` with a non-empty ``reason`` (recorded with the promotion).
 
 What a promotion does
@@ -55,12 +55,12 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
-from ragbench.core.measures import MeasureMap, measure_key
+from ragbench.core.measure_keys import MeasureMap, measure_key
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.holdout import heldout_key, spec_holdout
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
-from ragbench.evaluation.stats import compare_configs, paired_randomization_test, paired_t_test
+from ragbench.evaluation.significance import compare_configs, paired_randomization_test, paired_t_test
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary
 from ragbench.results.store import ResultStore
 
@@ -156,7 +156,7 @@ def _refuse_shallow(store: ResultStore, sweep_id: str, config_id: str, name: str
                                f"retrievers[].documents: {document_cutoff(primary)} or gate on a shallower measure")
 
 
-def check_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: str | None = None,
+def check_promotion_gate(store: ResultStore, sweep_id: str, config_id: str, *, primary: str | None = None,
                alpha: float = 0.05, n_resamples: int = 10_000, seed: int = 0) -> GateDecision:
     """Decide whether ``config_id`` of ``sweep_id`` may replace what is in production (see the module docstring)."""
     sweep = store.sweep(sweep_id)
@@ -472,7 +472,7 @@ def promote(store: ResultStore, sweep_id: str, config: str, *, primary: str | No
     home = settings.home
     sweep_id = resolve_sweep_id(store, sweep_id)
     config_id = resolve_config_id(store, sweep_id, config, primary=primary)
-    decision = check_gate(store, sweep_id, config_id, primary=primary, alpha=alpha)
+    decision = check_promotion_gate(store, sweep_id, config_id, primary=primary, alpha=alpha)
     if not decision.allowed and not force:
         raise PromotionRefused(f"promotion refused: {decision.evidence}. To promote anyway: --force --reason TEXT")
     if not decision.allowed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.evaluation.metrics import document_cutoff
 
 #: Measures shown next to the primary one; ``{max_k}`` stands for the deepest recall cutoff the sweep computed.

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from ragbench.core.measures import MeasureMap
+from ragbench.core.measure_keys import MeasureMap
 
 #: cost measures of a config, in the order tables show them
 COST_COLUMNS = ("latency_p50_ms", "latency_p95_ms", "index_bytes", "vector_bytes", "memory_bytes", "embed_seconds")

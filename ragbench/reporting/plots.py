@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib
 import polars as pl
 
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

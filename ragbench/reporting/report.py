@@ -3,8 +3,8 @@
 Everything is computed from the DuckDB store (``query_metrics`` holds one value per query, config and measure), so a
 report can be written at any time after a sweep, by another process:
 
-* per config and measure: the mean with a percentile-bootstrap 95 % CI (:func:`ragbench.evaluation.stats.bootstrap_ci`);
-* paired tests of every pair of configs on the same queries (:func:`ragbench.evaluation.stats.compare_configs`: randomization
+* per config and measure: the mean with a percentile-bootstrap 95 % CI (:func:`ragbench.evaluation.significance.bootstrap_ci`);
+* paired tests of every pair of configs on the same queries (:func:`ragbench.evaluation.significance.compare_configs`: randomization
   test by default, Holm correction over all pairs of the grid), the set "tied with the best" (Holm-adjusted
   p >= alpha against the best) and win/tie/loss counts against the best;
 * recall@k curves per config, the primary measure per query class, and chunk statistics (table ``chunk_stats`` when
@@ -29,13 +29,13 @@ from rich.table import Table
 
 from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.core.errors import RagbenchError
-from ragbench.core.measures import MeasureMap, measure_key, measure_keys
+from ragbench.core.measure_keys import MeasureMap, measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.holdout import heldout_key
 from ragbench.data.questions import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
-from ragbench.evaluation.stats import Comparison, compare_configs
+from ragbench.evaluation.significance import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
 from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.pareto import COST_COLUMNS, cost_html, cost_markdown, cost_summary, cost_table
@@ -61,7 +61,7 @@ class SweepReport:
         for the best itself), ``worse_than_best`` (significantly), ``wins, ties, losses`` (per query, against the
         best).
     comparisons : dict
-        Measure -> :class:`ragbench.evaluation.stats.Comparison` (all pairs).
+        Measure -> :class:`ragbench.evaluation.significance.Comparison` (all pairs).
     recall_curves : polars.DataFrame
         ``config_id, name, k, recall`` (mean recall@k over labelled queries) for every recall cutoff stored.
     per_class : polars.DataFrame

@@ -9,7 +9,7 @@ import re
 import polars as pl
 
 from ragbench.core.errors import RagbenchError
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.results.store import ResultStore
 
 

@@ -6,7 +6,7 @@ Measures of every kind travel in one long table (:data:`MEASURE_SCHEMA`): a per-
 ``rerank_ms_per_query``, ``ann_recall_vs_exact_at_10``, oracle verdict counts) has one row with ``query_id`` null.
 :meth:`ConfigResult.summary` aggregates both the same way for every consumer (DuckDB, MLflow, the leaderboard).
 
-A :class:`ConfigResult` is where measure names become measure keys (:func:`ragbench.core.measures.measure_key`):
+A :class:`ConfigResult` is where measure names become measure keys (:func:`ragbench.core.measure_keys.measure_key`):
 the evaluation stages may name them ``ndcg@10``; everything recorded, logged or printed uses ``ndcg_at_10``, and
 lookups (``ConfigOutcome.metrics[...]``, :meth:`ConfigResult.value`) accept both spellings.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from ragbench.core.cache import EmbedStats
-from ragbench.core.measures import MeasureMap, measure_key, measure_key_expr, measure_keys
+from ragbench.core.measure_keys import MeasureMap, measure_key, measure_key_expr, measure_keys
 from ragbench.evaluation.metrics import aggregate
 
 #: query_id null = a config-level value; query_class travels with per-query rows

@@ -10,7 +10,7 @@ evaluation settings, evaluation code version: :func:`ragbench.sweep.evaluate.eva
 the same key copies the rows instead of evaluating again (:meth:`ResultStore.reusable_configs`,
 :meth:`ResultStore.copy_configs`), and ``configs.reused_from`` names the sweep that evaluated them.
 
-Measures are stored under their keys (``ndcg_at_10``, :mod:`ragbench.core.measures`); a file written when they
+Measures are stored under their keys (``ndcg_at_10``, :mod:`ragbench.core.measure_keys`); a file written when they
 were stored as ``ndcg@10`` is rewritten to keys when opened (:data:`MEASURE_KEY_MIGRATION`), and methods that take
 a measure accept either spelling.
 
@@ -40,7 +40,7 @@ import duckdb
 import polars as pl
 
 from ragbench.core.errors import StoreBusyError
-from ragbench.core.measures import SPELLINGS, measure_key
+from ragbench.core.measure_keys import SPELLINGS, measure_key
 from ragbench.core.progress import log
 from ragbench.core.redact import redact, redact_obj
 from ragbench.results.outcomes import ConfigResult
@@ -94,7 +94,7 @@ ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
 """
 
 def _key_sql(column: str) -> str:
-    """:func:`ragbench.core.measures.measure_key` in SQL."""
+    """:func:`ragbench.core.measure_keys.measure_key` in SQL."""
     for written, stored in SPELLINGS:
         column = f"replace({column}, '{written}', '{stored}')"
     return column

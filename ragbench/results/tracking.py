@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from ragbench.core.locks import file_lock
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.core.progress import log
 
 SWEEP_TAG, CONFIG_TAG = "ragbench.sweep_id", "ragbench.config_id"
@@ -127,7 +127,7 @@ def sweep_params(dataset_spec: dict, dataset_fingerprint: str) -> dict[str, str]
 
 
 def metric_key(name: str) -> str:
-    """The MLflow metric name of a measure: its key (:func:`ragbench.core.measures.measure_key`, ``ndcg_at_10``),
+    """The MLflow metric name of a measure: its key (:func:`ragbench.core.measure_keys.measure_key`, ``ndcg_at_10``),
     the same name DuckDB and the CLI use."""
     return measure_key(name)
 

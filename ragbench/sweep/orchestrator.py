@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ragbench.chunking.stats import chunk_shape_statistics, chunk_statistics
+from ragbench.chunking.chunk_statistics import chunk_shape_statistics, chunk_statistics
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import RagbenchError, StoreBusyError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.core.models import configure_model_store, configure_revision_memo, count_tokens
 from ragbench.core.progress import log, progress
 from ragbench.core.redact import redact

@@ -55,7 +55,7 @@ from typing import Literal, TypeVar
 import numpy as np
 import polars as pl
 
-from ragbench.core.measures import measure_key, measure_key_expr
+from ragbench.core.measure_keys import measure_key, measure_key_expr
 
 __all__ = [
     "TIE_TOLERANCE",

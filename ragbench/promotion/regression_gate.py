@@ -24,7 +24,7 @@ judges them, :func:`ragbench.evaluation.judging.document_run`).
 
 * the candidate is significantly worse on the primary measure (production's, per probe, labelled and oracle
   probes together): mean difference < 0 and two-sided paired randomization p-value
-  (:func:`ragbench.evaluation.stats.paired_randomization_test`) < ``alpha``; or
+  (:func:`ragbench.evaluation.significance.paired_randomization_test`) < ``alpha``; or
 * a probe that production passes fails under the candidate.
 
 The regressed probes are those that lost hit@k, and, when the mean is significantly worse, also those whose
@@ -43,7 +43,7 @@ import polars as pl
 from ragbench.config import RunConfig
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.errors import RagbenchError
-from ragbench.core.measures import measure_key
+from ragbench.core.measure_keys import measure_key
 from ragbench.core.schemas import QRELS_SCHEMA, QUERY_SCHEMA, index_texts
 from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
@@ -51,7 +51,7 @@ from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.measures import RANK_MEASURES
 from ragbench.evaluation.measures.base import Measure
 from ragbench.evaluation.metrics import evaluate_per_query
-from ragbench.evaluation.stats import paired_randomization_test
+from ragbench.evaluation.significance import paired_randomization_test
 from ragbench.retrieval import RetrievalResources, retrieve
 
 #: an oracle probe's text: the evidence span, cut to this many characters (a passage, not a page)
@@ -201,7 +201,7 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
     return evaluate_per_query(document_run(out.run), probes.qrels, probes.queries["query_id"].to_list(), measures)
 
 
-def run_gate(production: RunConfig, candidate: RunConfig, probes: Dataset, settings: Settings, index, *,
+def run_regression_gate(production: RunConfig, candidate: RunConfig, probes: Dataset, settings: Settings, index, *,
              primary: str, k: int = 10, alpha: float = 0.05, seed: int = 0, gain: str = "exponential",
              production_name: str | None = None) -> GateResult:
     """Retrieve the ``probes`` with both configs and decide (rules in the module docstring); ``gain``: the nDCG

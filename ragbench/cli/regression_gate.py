@@ -1,5 +1,5 @@
 """``ragbench gate``: a candidate config against production on a probe set, for CI (see
-:mod:`ragbench.promotion.gate`). Exit codes: 0 no regression, 1 regression (the regressed probes are listed),
+:mod:`ragbench.promotion.regression_gate`). Exit codes: 0 no regression, 1 regression (the regressed probes are listed),
 2 invalid input (a bad config or probes file, nothing in production, a candidate on other data)."""
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ def register(app: typer.Typer) -> None:
         Exit codes: 0 no regression, 1 regression (regressed probes listed: id, text, production and candidate
         values), 2 invalid input.
         """
-        from ragbench.cli.ops import _fail
+        from ragbench.cli.options import fail
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import console, stdout
 
         try:
             result = _run(config, against, choice, probes, n, seed, k, primary, alpha, oracle, home)
         except (RagbenchError, ValueError) as e:
-            _fail(e, 2)
-        from ragbench.promotion.gate import regression_lines
+            fail(e, 2)
+        from ragbench.promotion.regression_gate import regression_lines
 
         for line in regression_lines(result):
             console.print(line, highlight=False, soft_wrap=True)
@@ -80,7 +80,7 @@ def _run(config: Path, against: str, choice, probes, n, seed, k, primary, alpha,
     from ragbench.core.settings import Settings
     from ragbench.data import load_dataset
     from ragbench.index.qdrant import open_index
-    from ragbench.promotion.gate import GateInputError, probe_set, run_gate, select_candidate
+    from ragbench.promotion.regression_gate import GateInputError, probe_set, run_regression_gate, select_candidate
     from ragbench.promotion.registry import production
     from ragbench.promotion.serving import load_dataset_checked, parse_config
     from ragbench.results.store import ResultStore
@@ -111,7 +111,7 @@ def _run(config: Path, against: str, choice, probes, n, seed, k, primary, alpha,
     probe_ds = probe_set(ds, probes_file=probes, n=n, seed=seed, oracle=oracle)
     index = open_index(settings)
     try:
-        return run_gate(prod, candidate, probe_ds, settings, index, primary=primary or live.primary_measure, k=k,
+        return run_regression_gate(prod, candidate, probe_ds, settings, index, primary=primary or live.primary_measure, k=k,
                         alpha=alpha, seed=seed, gain=sweep_spec.get("metrics", {}).get("gain", "exponential"),
                         production_name=live.name)
     finally:
