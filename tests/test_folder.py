@@ -19,7 +19,7 @@ from ragbench.core.errors import DatasetError
 from ragbench.data import load_dataset
 from ragbench.data.convert import converter_id
 from ragbench.data.folder import scan_folder
-from ragbench.data.questions import normalize
+from ragbench.data.quotes import normalize
 from ragbench.index.filters import allowed_doc_ids
 
 DEMO_FOLDER = ROOT / "datasets" / "demo-folder"

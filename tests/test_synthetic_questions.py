@@ -18,7 +18,7 @@ from ragbench.config import load_config
 from ragbench.core.errors import DatasetError
 from ragbench.data import DatasetSpec, load_dataset
 from ragbench.data.folder import corpus_table, scan_folder
-from ragbench.data.questions import locate_quote
+from ragbench.data.quotes import locate_quote
 from ragbench.generation.synthetic import content_words, lexical_overlap
 from ragbench.reporting.report import build_report, leaderboard_markdown, render_html
 from ragbench.results.store import ResultStore

@@ -32,7 +32,7 @@ def generate(
     from ragbench.core.errors import RagbenchError
     from ragbench.core.progress import stdout
     from ragbench.core.settings import Settings
-    from ragbench.data.questions import synthetic_warnings
+    from ragbench.data.labels import synthetic_warnings
     from ragbench.generation.synthetic import generate_for_folder
 
     try:

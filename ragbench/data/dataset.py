@@ -33,7 +33,7 @@ class Dataset:
     fingerprint: str
     warnings: tuple[str, ...] = field(default=())
     #: facts about the questions a report needs (e.g. synthetic vs real counts:
-    #: :func:`ragbench.data.questions.origin_notes`); stored with the sweep
+    #: :func:`ragbench.data.labels.origin_notes`); stored with the sweep
     notes: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

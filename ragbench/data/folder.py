@@ -48,7 +48,8 @@ from ragbench.core.schemas import CORPUS_SCHEMA
 from ragbench.data.convert import KINDS, ConversionError, convert, converter_id, first_heading
 from ragbench.data.dataset import Dataset, subset
 from ragbench.data.questions import SUFFIXES as QUESTION_SUFFIXES
-from ragbench.data.questions import find_questions_file, label_questions, read_questions
+from ragbench.data.labels import label_questions
+from ragbench.data.questions import find_questions_file, read_questions
 from ragbench.data.spec import DatasetSpec, register_loader
 
 

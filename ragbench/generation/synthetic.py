@@ -3,7 +3,7 @@
 The local LLM reads a seeded sample of passages (chunks of the converted documents) and writes, for each, one
 question and a quote copied from the passage that answers it. A generation is kept only when its quote is located,
 exactly once, in the source document's converted text by the same locator the questions loader uses
-(:func:`ragbench.data.questions.locate_quote`); the others are dropped and counted by reason. Every kept row is
+(:func:`ragbench.data.quotes.locate_quote`); the others are dropped and counted by reason. Every kept row is
 marked ``synthetic`` and carries its :func:`lexical_overlap` with the passage.
 
 Why the overlap matters: a question written while looking at the passage reuses its words, which BM25 rewards and
@@ -28,7 +28,8 @@ import polars as pl
 from ragbench.chunking.markdown import MarkdownChunker
 from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import log
-from ragbench.data.questions import HIGH_OVERLAP, locate_quote, normalize  # noqa: F401 (HIGH_OVERLAP re-exported)
+from ragbench.data.labels import HIGH_OVERLAP  # noqa: F401 (re-exported)
+from ragbench.data.quotes import locate_quote, normalize
 
 #: A small English stop-word list: function words (articles, pronouns, auxiliaries, prepositions, conjunctions) and
 #: question words. What remains of a question are its content words.

@@ -24,7 +24,7 @@ judges them, :func:`ragbench.evaluation.judging.document_run`).
 
 * the candidate is significantly worse on the primary measure (production's, per probe, labelled and oracle
   probes together): mean difference < 0 and two-sided paired randomization p-value
-  (:func:`ragbench.evaluation.significance.paired_randomization_test`) < ``alpha``; or
+  (:func:`ragbench.evaluation.paired_tests.paired_randomization_test`) < ``alpha``; or
 * a probe that production passes fails under the candidate.
 
 The regressed probes are those that lost hit@k, and, when the mean is significantly worse, also those whose
@@ -51,7 +51,7 @@ from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.measures import RANK_MEASURES
 from ragbench.evaluation.measures.base import Measure
 from ragbench.evaluation.metrics import evaluate_per_query
-from ragbench.evaluation.significance import paired_randomization_test
+from ragbench.evaluation.paired_tests import paired_randomization_test
 from ragbench.retrieval import RetrievalResources, retrieve
 
 #: an oracle probe's text: the evidence span, cut to this many characters (a passage, not a page)
@@ -120,7 +120,8 @@ def probes_from_file(ds: Dataset, path: Path) -> Dataset:
     """Labelled probes from a questions file (CSV, JSONL, YAML), labelled against ``ds``' documents; every problem
     of the file is raised at once, each with its line."""
     from ragbench.core.errors import DatasetError
-    from ragbench.data.questions import label_questions, read_questions
+    from ragbench.data.labels import label_questions
+    from ragbench.data.questions import read_questions
 
     try:
         questions, problems = read_questions(path)
@@ -174,7 +175,7 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
     home = Path(settings.home)
     cache = VectorCache(home / "cache")
     chunks, _ = ChunkCache(home / "cache").get_or_build(
-        ChunkCache.key(probes.fingerprint, run_config.chunker.canonical()),
+        ChunkCache.key(probes.fingerprint, run_config.chunker),
         lambda: chunk_corpus(probes, run_config.chunker))
     res = RetrievalResources(chunks, vector_cache=cache)
     sessions = []

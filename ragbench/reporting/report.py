@@ -3,8 +3,8 @@
 Everything is computed from the DuckDB store (``query_metrics`` holds one value per query, config and measure), so a
 report can be written at any time after a sweep, by another process:
 
-* per config and measure: the mean with a percentile-bootstrap 95 % CI (:func:`ragbench.evaluation.significance.bootstrap_ci`);
-* paired tests of every pair of configs on the same queries (:func:`ragbench.evaluation.significance.compare_configs`: randomization
+* per config and measure: the mean with a percentile-bootstrap 95 % CI (:func:`ragbench.evaluation.intervals.bootstrap_ci`);
+* paired tests of every pair of configs on the same queries (:func:`ragbench.evaluation.comparison.compare_configs`: randomization
   test by default, Holm correction over all pairs of the grid), the set "tied with the best" (Holm-adjusted
   p >= alpha against the best) and win/tie/loss counts against the best;
 * recall@k curves per config, the primary measure per query class, and chunk statistics (table ``chunk_stats`` when
@@ -33,9 +33,9 @@ from ragbench.core.measure_keys import MeasureMap, measure_key, measure_keys
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.holdout import heldout_key
-from ragbench.data.questions import synthetic_warnings
+from ragbench.data.labels import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
-from ragbench.evaluation.significance import Comparison, compare_configs
+from ragbench.evaluation.comparison import Comparison, compare_configs
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes  # noqa: F401
 from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.pareto import COST_COLUMNS, cost_html, cost_markdown, cost_summary, cost_table
@@ -61,7 +61,7 @@ class SweepReport:
         for the best itself), ``worse_than_best`` (significantly), ``wins, ties, losses`` (per query, against the
         best).
     comparisons : dict
-        Measure -> :class:`ragbench.evaluation.significance.Comparison` (all pairs).
+        Measure -> :class:`ragbench.evaluation.comparison.Comparison` (all pairs).
     recall_curves : polars.DataFrame
         ``config_id, name, k, recall`` (mean recall@k over labelled queries) for every recall cutoff stored.
     per_class : polars.DataFrame
@@ -77,7 +77,7 @@ class SweepReport:
     dataset_warnings : tuple of str
         What the reader must know about the questions before trusting the means: synthetic questions that reuse
         their passage's words, synthetic and real questions mixed
-        (:func:`ragbench.data.questions.synthetic_warnings` of the notes stored with the sweep).
+        (:func:`ragbench.data.labels.synthetic_warnings` of the notes stored with the sweep).
     costs : polars.DataFrame or None
         Cost and the Pareto front, one row per ranked config (:func:`ragbench.reporting.pareto.cost_table`).
     """
