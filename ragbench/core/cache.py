@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.progress import log
 from ragbench.core.schemas import CHUNK_SCHEMA
+from ragbench.core.spec import Spec
 
 _SHA_LEN = 64
 
@@ -138,8 +139,16 @@ class ChunkCache:
         self._verifier = _Verifier(root)
 
     @staticmethod
-    def key(dataset_fingerprint: str, chunker_spec: dict) -> str:
-        return stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_spec})
+    def key(dataset_fingerprint: str, chunker_spec: dict | Spec) -> str:
+        """The chunk table's key: the hash of the dataset fingerprint and the chunker's canonical spec, plus the
+        chunker class's :attr:`~ragbench.core.spec.Spec.version` when a spec (not its dict) is given and that
+        version is above 1 (so keys of version-1 chunkers are those made before versions existed)."""
+        if not isinstance(chunker_spec, Spec):
+            return stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_spec})
+        keyed = {"dataset": dataset_fingerprint, "chunker": chunker_spec.canonical()}
+        if type(chunker_spec).version > 1:
+            keyed["chunker_version"] = type(chunker_spec).version
+        return stable_hash(keyed)
 
     def entries(self, key: str | None = None) -> list[Path]:
         """The files of ``key`` (every key when None), checksummed and legacy ones."""

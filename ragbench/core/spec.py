@@ -2,6 +2,12 @@
 
 A spec's id (``spec_id``) is the hash of :meth:`Spec.canonical`: the content-addressed cache keys, collection names
 and config ids are all built from it, so a spec's fields are part of the cache format — add a field with care.
+
+A spec class's :attr:`Spec.version` is the version of its *behaviour* (what a chunker cuts, what a retriever
+ranks): bump it when a code change alters what the component produces. It is folded into the keys that depend on
+that behaviour (the chunk-cache key, a config's evaluation key) only when it is above 1, so keys made before
+versions existed stay byte-identical; it never enters ``spec_id`` (a new version is the same config, evaluated
+again, not a new one).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ class Spec(BaseModel):
     #: fields added after specs were first hashed: dumped only when set (not at their default), so existing
     #: specs keep their ids, config ids and sweep spec hashes (tests/test_golden_keys.py)
     dumped_when_set: ClassVar[tuple[str, ...]] = ()
+    #: the behaviour version of this component (see the module docstring); inherited, overridden per class
+    version: ClassVar[int] = 1
 
     @model_serializer(mode="wrap")
     def _drop_unset_new_fields(self, handler):
@@ -35,3 +43,9 @@ class Spec(BaseModel):
     @property
     def spec_id(self) -> str:
         return stable_hash(self.canonical())
+
+
+def versions_above_one(components: dict[str, "Spec | None"]) -> dict[str, int]:
+    """``label -> version`` of the ``components`` whose class version is above 1 (None entries skipped): what a
+    key folds in, empty while every version is 1 (so the key is the one made before versions existed)."""
+    return {label: type(c).version for label, c in components.items() if c is not None and type(c).version > 1}

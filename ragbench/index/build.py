@@ -81,7 +81,7 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
     meta = CollectionMeta(name=name, model_key=key, dim=dim, distance=index_spec.distance, count=chunks.height,
                           hnsw_m=index_spec.hnsw_m, ef_construct=index_spec.ef_construct,
                           full_scan_threshold_kb=index_spec.full_scan_threshold_kb, sparse=sparse,
-                          chunks_key=ChunkCache.key(dataset_fingerprint, chunker.canonical()),
+                          chunks_key=ChunkCache.key(dataset_fingerprint, chunker),
                           document_prompt=embedder.document_prompt,
                           shard_points=0 if sparse else EDGE_SHARD_POINTS)
     ensure_disk_space(disk_root, chunks.height * dim * 4 * 3, f"index {name}", reserve_bytes=reserve_bytes)

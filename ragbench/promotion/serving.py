@@ -81,7 +81,7 @@ def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dic
     from ragbench.chunking import chunk_corpus
 
     cache = ChunkCache(Path(home) / "cache")
-    key = ChunkCache.key(dataset_fingerprint, chunker.canonical())
+    key = ChunkCache.key(dataset_fingerprint, chunker)
 
     def build() -> pl.DataFrame:
         if dataset_spec is None:

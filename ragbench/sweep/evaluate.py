@@ -4,7 +4,14 @@ Every measure, per query or config-level, comes out in the one long measure tabl
 (:func:`ragbench.results.record.record` does that).
 
 A config's stored results are reused by a later sweep when its :func:`evaluation_key` is unchanged: same config,
-same dataset fingerprint, same evaluation settings and models, same :data:`EVALUATION_VERSION`.
+same dataset fingerprint, same evaluation settings and models, same component versions (chunker, embedder,
+retriever, reranker, rewrite: :attr:`ragbench.core.spec.Spec.version`) and :data:`EVALUATION_VERSION`. Rank
+measures carry their own versions (``@rank_measure("ndcg", version=1)``), stored with each config's results
+(:func:`measure_versions`): a measure whose version changed is recomputed from the stored rankings
+(:func:`refresh_measures`), not the whole config.
+
+Behaviour is pinned by golden per-query values of the demo sweep (tests/golden/demo_values.json with the component
+versions they were made with): a value that changes while those versions did not fails tests/test_golden_values.py.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from ragbench.config import RunConfig
 from ragbench.core.errors import RagbenchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.models import count_tokens, resolve_model
+from ragbench.core.spec import Spec, versions_above_one
 from ragbench.data.dataset import Dataset
 from ragbench.data.holdout import HELDOUT_PREFIX, holdout_split
 from ragbench.embedding.embed import model_key
@@ -25,6 +33,7 @@ from ragbench.evaluation.ann import ann_fidelity
 from ragbench.evaluation.cost import serving_latency, size_measures
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.measures import measure_version
 from ragbench.evaluation.metrics import aggregate, document_depth, evaluate_per_query
 from ragbench.generation.stage import answer_in_context_metrics, generation_stage
 from ragbench.results.outcomes import ConfigResult, config_level
@@ -32,16 +41,41 @@ from ragbench.retrieval import RetrievalOutput, retrieve
 from ragbench.sweep.plan import ConfigInputs, EvaluationSpec
 from ragbench.sweep.stages import context_tokenizer, evaluate_stage
 
-#: Bump when a change to evaluation code can change any stored result (a measure's definition, retrieval, judging,
-#: context assembly, the oracle, chunk statistics, what is stored): stored results of an older version are then
-#: re-evaluated instead of reused. tests/test_evaluation_version.py pins a digest of that code to this number.
+#: The version of the evaluation code no component owns (judging, span and budget measures, diagnostics, context
+#: assembly, the oracle, chunk statistics, what is stored): bump it when such a change can alter a stored result,
+#: and every config is evaluated again. A chunker, retriever, reranker, rewrite or measure change bumps that
+#: component's own version instead. (4: the number of the keys made before component versions.)
 EVALUATION_VERSION = 4
+
+
+def component_versions(run_config: RunConfig) -> dict[str, int]:
+    """``component -> version`` of every versioned part of ``run_config``: ``chunker <kind>``, ``embedder``,
+    ``retriever <kind>``, ``rerank <kind>``, ``rewrite <kind>`` (parts the config lacks are left out)."""
+    return {label: type(part).version for label, part in _components(run_config).items()}
+
+
+def _components(run_config: RunConfig) -> dict[str, Spec]:
+    r = run_config.retriever
+    parts: dict[str, Spec | None] = {f"chunker {run_config.chunker.kind}": run_config.chunker,
+                                     "embedder": run_config.embedder, f"retriever {r.kind}": r}
+    for role, part in (("rerank", r.rerank), ("rewrite", r.rewrite)):
+        if part is not None:
+            parts[f"{role} {part.kind}"] = part
+    return {label: part for label, part in parts.items() if part is not None}
+
+
+def measure_versions(names) -> dict[str, int]:
+    """``measure -> version`` of the rank measures ``names`` (what a config's stored results were computed with)."""
+    return {name: measure_version(name) for name in sorted(set(names))}
 
 
 def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: EvaluationSpec) -> str:
     """What a config's results depend on, hashed: the config's spec, the dataset fingerprint, the evaluation
     settings (metrics, diagnostics, ANN fidelity, generation, query classes), the weights revision of every model
-    it loads (embedder, reranker, tokenizers) and :data:`EVALUATION_VERSION`. Equal keys = results to reuse.
+    it loads (embedder, reranker, tokenizers), :data:`EVALUATION_VERSION` and the versions of the config's
+    components that are above 1 (none while every version is 1: the key is the one made before component versions).
+    Rank-measure versions are not in it: a new measure version recomputes that measure only. Equal keys = results
+    to reuse.
 
     Not covered: a local .gguf LLM file changed in place under the same path (name it anew, or ``--fresh``).
     """
@@ -54,8 +88,12 @@ def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: Evalua
             models[name] = resolve_model(name).key
     except RagbenchError:  # evaluating will fail and say why; nothing is reused for it meanwhile
         models["unresolved"] = sorted(n for n in names if n)
-    return stable_hash({"evaluation_version": EVALUATION_VERSION, "config": run_config.spec(),
-                        "dataset": dataset_fingerprint, "evaluation": spec.canonical(), "models": models})
+    keyed = {"evaluation_version": EVALUATION_VERSION, "config": run_config.spec(), "dataset": dataset_fingerprint,
+             "evaluation": spec.canonical(), "models": models}
+    versions = versions_above_one(_components(run_config))
+    if versions:
+        keyed["component_versions"] = versions
+    return stable_hash(keyed)
 
 
 def evaluate_config(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec,

@@ -57,7 +57,7 @@ def preflight(cfg: SweepConfig, settings: Settings) -> None:
 def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.DataFrame:
     """The chunker's chunks of the dataset, from the content-addressed chunk cache (built once); whole-document
     chunks share the corpus' text (:func:`~ragbench.chunking.base.share_corpus_text`)."""
-    key = ChunkCache.key(ds.fingerprint, chunker.canonical())
+    key = ChunkCache.key(ds.fingerprint, chunker)
     chunks, cached = cache.get_or_build(key, lambda: chunk_corpus(ds, chunker))
     if cached:
         chunks = share_corpus_text(chunks, ds.corpus)

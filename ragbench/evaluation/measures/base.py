@@ -20,14 +20,29 @@ import numpy as np
 
 MeasureFn = Callable[[np.ndarray, np.ndarray, int, int, str], float]
 RANK_MEASURES: dict[str, MeasureFn] = {}
+#: ``name -> version`` of every registered measure (see :func:`rank_measure`)
+MEASURE_VERSIONS: dict[str, int] = {}
 
 
-def rank_measure(name: str) -> Callable[[MeasureFn], MeasureFn]:
-    """Decorator: register ``fn`` as the rank measure ``name`` (used as ``name@k`` in configs and results)."""
+def rank_measure(name: str, version: int = 1) -> Callable[[MeasureFn], MeasureFn]:
+    """Decorator: register ``fn`` as the rank measure ``name`` (used as ``name@k`` in configs and results).
+
+    ``version``: bump it when a change to ``fn`` can change a value. Stored results record the version each of
+    their measures was computed with; a later sweep recomputes only the measures whose version changed, from the
+    stored rankings (the rest of a config's results are reused)."""
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"measure {name!r}: version must be an integer >= 1, not {version!r}")
+
     def add(fn: MeasureFn) -> MeasureFn:
         RANK_MEASURES[name] = fn
+        MEASURE_VERSIONS[name] = version
         return fn
     return add
+
+
+def measure_version(name: str) -> int:
+    """The registered version of rank measure ``name`` (1 for a measure registered before versions, or unknown)."""
+    return MEASURE_VERSIONS.get(name, 1) if name in RANK_MEASURES else 1
 
 
 def gain(labels: np.ndarray, convention: str) -> np.ndarray:

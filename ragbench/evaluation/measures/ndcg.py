@@ -12,7 +12,7 @@ from ragbench.evaluation.measures.base import gain as gain_of
 from ragbench.evaluation.measures.base import rank_measure
 
 
-@rank_measure("ndcg")
+@rank_measure("ndcg", version=1)
 def ndcg(top, ideal, n_relevant: int, k: int, gain: str) -> float:
     discounts = 1.0 / np.log2(np.arange(2, len(top) + 2))
     best = np.sort(ideal)[::-1][:k]

@@ -3,6 +3,6 @@
 from ragbench.evaluation.measures.base import rank_measure
 
 
-@rank_measure("precision")
+@rank_measure("precision", version=1)
 def precision(top, ideal, n_relevant: int, k: int, gain: str) -> float:
     return float((top > 0).sum()) / k
