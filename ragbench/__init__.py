@@ -43,7 +43,7 @@ _EXPORTS = {
     "RANK_MEASURES": "ragbench.evaluation.measures",
     "rank_measure": "ragbench.evaluation.measures",
     "evaluate_per_query": "ragbench.evaluation.metrics",
-    "compare_configs": "ragbench.evaluation.significance",
+    "compare_configs": "ragbench.evaluation.comparison",
     "run_sweep": "ragbench.sweep",
     "publish_sweep": "ragbench.sweep",
     "SweepResult": "ragbench.results.outcomes",
@@ -76,7 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ragbench.data import Dataset, load_dataset
     from ragbench.evaluation.measures import RANK_MEASURES, rank_measure
     from ragbench.evaluation.metrics import evaluate_per_query
-    from ragbench.evaluation.significance import compare_configs
+    from ragbench.evaluation.comparison import compare_configs
     from ragbench.promotion.serving import ProductionRetriever
     from ragbench.results.outcomes import ConfigOutcome, ConfigResult, SweepResult
     from ragbench.results.store import ResultStore

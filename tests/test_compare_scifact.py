@@ -21,7 +21,8 @@ from conftest import SCIFACT, requires_scifact, write_config
 
 from ragbench.core.hashing import stable_hash
 from ragbench.evaluation.judging import document_run
-from ragbench.evaluation.significance import compare_configs, required_resamples
+from ragbench.evaluation.comparison import compare_configs
+from ragbench.evaluation.paired_tests import required_resamples
 from ragbench.reporting.report import per_query_values
 from ragbench.results.store import ResultStore
 

@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragbench.cli import app
-from ragbench.evaluation.significance import bootstrap_ci, compare_configs
+from ragbench.evaluation.comparison import compare_configs
+from ragbench.evaluation.intervals import bootstrap_ci
 from ragbench.reporting.report import build_report, resolve_config_id, resolve_sweep_id, write_html_report
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore

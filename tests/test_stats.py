@@ -1,4 +1,5 @@
-"""Tests for ragbench.evaluation.significance (comparison statistics between configurations)."""
+"""Tests for the comparison statistics between configurations: ragbench.evaluation.intervals (bootstrap CIs),
+ragbench.evaluation.paired_tests (paired tests, Holm) and ragbench.evaluation.comparison (compare_configs)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragbench.evaluation.significance import (
-    Comparison,
-    ConfidenceInterval,
+from ragbench.evaluation.comparison import Comparison, compare_configs
+from ragbench.evaluation.intervals import ConfidenceInterval, bootstrap_ci
+from ragbench.evaluation.paired_tests import (
     PairedTest,
-    bootstrap_ci,
-    compare_configs,
     holm_correction,
     paired_randomization_test,
     paired_t_test,

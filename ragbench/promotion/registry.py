@@ -5,7 +5,7 @@ The gate (:func:`check_promotion_gate`)
 A candidate config of a finished sweep is promoted only if
 
 * **there is a production config**: the candidate beats it on the *same dataset fingerprint* on the primary measure
-  (default: the sweep's ``metrics.primary``): the paired randomization test (:func:`ragbench.evaluation.significance.
+  (default: the sweep's ``metrics.primary``): the paired randomization test (:func:`ragbench.evaluation.paired_tests.
   paired_randomization_test`, two-sided, 10 000 sign flips) over the queries both have a value for must give
   ``p < alpha`` **and** a positive mean difference. Production's per-query values come from the candidate's own
   sweep if it evaluated the production config, otherwise from the newest finished sweep on the same fingerprint
@@ -18,7 +18,7 @@ A candidate config of a finished sweep is promoted only if
   per-query value does not depend on the split). The tuning queries chose the candidate, so its lead there is
   optimistic (the winner's curse); the evidence says the gate used the held-out set and how many queries.
 * **there is none yet** (first promotion): the candidate is the best config of its sweep or tied with it
-  (:func:`ragbench.evaluation.significance.compare_configs`, Holm-adjusted p >= alpha against the best).
+  (:func:`ragbench.evaluation.comparison.compare_configs`, Holm-adjusted p >= alpha against the best).
 * or ``force=True`` with a non-empty ``reason`` (recorded with the promotion).
 
 What a promotion does
@@ -60,7 +60,8 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.holdout import heldout_key, spec_holdout
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
-from ragbench.evaluation.significance import compare_configs, paired_randomization_test, paired_t_test
+from ragbench.evaluation.comparison import compare_configs
+from ragbench.evaluation.paired_tests import paired_randomization_test, paired_t_test
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id, sweep_primary
 from ragbench.results.store import ResultStore
 

@@ -1,0 +1,309 @@
+"""Paired tests of two configurations on the same queries, and the Holm correction over a family of them.
+
+Inputs are two configs' per-query values of one measure, aligned by query; NaN marks an unlabelled query, and a
+paired test uses only the queries where *both* values are non-NaN.
+
+Conventions
+-----------
+* Paired differences are always ``a - b`` (first argument minus second).
+* Randomization (sign-flip) test.  Queries whose difference is exactly 0 are
+  dropped first: flipping a zero changes no sum, so the p-value is unchanged
+  and enumeration gets cheaper.  With ``n`` nonzero differences:
+
+  - **exact** when ``2 ** n <= max(R, exact_limit)`` (default
+    ``exact_limit = 2 ** 20``): all sign vectors are enumerated and
+    ``p = #{s : |sum s d| >= |sum d|} / 2 ** n``; its floor (smallest attainable
+    value) is ``2 / 2 ** n`` (the observed signs and their mirror image);
+  - otherwise **Monte Carlo** over ``R`` random sign vectors:
+    ``p = (c + 1) / (R + 1)`` (Phipson & Smyth 2010; never 0), floor
+    ``1 / (R + 1)``.  ``ranx``'s ``stat_test="fisher"`` reports ``c / R``
+    instead (it can return 0); both estimate the same exact p-value.
+
+* Number of resamples (:func:`required_resamples`): a Holm family of ``m``
+  comparisons at level ``alpha`` gets ``R >= 100 * m / alpha - 1``, so the
+  p floor times the Holm factor is at most ``alpha / 100`` and, at the strictest
+  Holm threshold ``alpha / m``, the Monte Carlo p-value has a relative standard
+  error of at most 10 %.
+* Random streams: each pair gets its own stream (:func:`pair_seed`), the child of
+  ``numpy.random.SeedSequence(seed)`` keyed by the pair's two config ids
+  (``spawn_key``), so streams are independent across pairs and a pair's stream
+  does not depend on which other configs are in the grid.
+* Paired t-test: two-sided ``scipy.stats.ttest_rel`` (same as ``ranx``'s
+  ``stat_test="student"``); no floor.
+* Multiple comparisons: Holm–Bonferroni (:func:`holm_correction`); a pair is significant when its adjusted
+  p-value is ``< alpha``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from ragbench.evaluation.intervals import as_1d_float, chunk_rows
+
+__all__ = [
+    "EXACT_LIMIT",
+    "RESOLUTION",
+    "DEFAULT_RESAMPLES",
+    "PairedTest",
+    "required_resamples",
+    "pair_seed",
+    "paired_randomization_test",
+    "paired_t_test",
+    "holm_correction",
+]
+
+#: Enumerate every sign vector (exact p-value) when ``2 ** n`` is at most this (or at most the resamples asked for).
+EXACT_LIMIT = 1 << 20
+
+#: Resampling resolution: the p floor times the number of comparisons is at most ``alpha / RESOLUTION``.
+RESOLUTION = 100
+
+DEFAULT_RESAMPLES = 10_000
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """Result of a two-sided paired test of ``a`` against ``b``.
+
+    Attributes
+    ----------
+    test : str
+        ``"randomization"`` or ``"student"``.
+    n : int
+        Number of queries where both ``a`` and ``b`` are non-NaN.
+    mean_diff : float
+        ``mean(a - b)`` over those queries.
+    statistic : float
+        t statistic for ``"student"``; ``mean_diff`` for ``"randomization"``.
+    p_value : float
+        Two-sided p-value (NaN when the test is undefined, e.g. ``n < 2``).
+    n_resamples : int | None
+        Sign vectors the randomization test used: ``2 ** n_nonzero`` when
+        exact, ``R`` for Monte Carlo; ``None`` for the t-test.
+    exact : bool
+        The randomization p-value is exact (full enumeration).
+    p_floor : float
+        Smallest p-value this test could have returned on these queries:
+        ``2 / 2 ** n_nonzero`` when exact (1.0 when every difference is 0),
+        ``1 / (R + 1)`` for Monte Carlo, 0.0 for the t-test (no floor).
+    """
+
+    test: str
+    n: int
+    mean_diff: float
+    statistic: float
+    p_value: float
+    n_resamples: int | None = None
+    exact: bool = False
+    p_floor: float = 0.0
+
+
+def paired_diffs(a, b) -> np.ndarray:
+    """``a - b`` over positions where both are non-NaN."""
+    a = as_1d_float(a)
+    b = as_1d_float(b)
+    if a.shape != b.shape:
+        raise ValueError(f"paired inputs differ in length: {a.shape[0]} vs {b.shape[0]}")
+    keep = ~(np.isnan(a) | np.isnan(b))
+    return a[keep] - b[keep]
+
+
+def required_resamples(n_comparisons: int, alpha: float, *, resolution: float = RESOLUTION) -> int:
+    r"""Monte Carlo resamples ``R`` a Holm family of ``n_comparisons`` at level ``alpha`` needs.
+
+    The smallest Monte Carlo p-value is :math:`1/(R+1)`; Holm multiplies the
+    smallest raw p by ``m``.  ``R`` is the least integer with
+
+    .. math::
+
+        \frac{m}{R + 1} \le \frac{\alpha}{\text{resolution}},
+        \qquad R = \Bigl\lceil \frac{\text{resolution}\cdot m}{\alpha} \Bigr\rceil - 1,
+
+    so the floor times the Holm factor is at most ``alpha / resolution``
+    (``alpha / 100`` by default), and at Holm's strictest threshold
+    :math:`p = \alpha/m` the Monte Carlo estimate has relative standard error
+    :math:`\sqrt{(1-p)/(pR)} \le 1/\sqrt{\text{resolution}}` (10 %).
+    E.g. ``m = 19, alpha = 0.05``: ``R = 37_999``; ``m = 190``: ``379_999``.
+    """
+    if n_comparisons < 0:
+        raise ValueError("n_comparisons must be >= 0")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError("alpha must be in (0, 1)")
+    if resolution <= 0:
+        raise ValueError("resolution must be > 0")
+    if n_comparisons == 0:
+        return 0
+    return max(1, math.ceil(resolution * n_comparisons / alpha - 1e-9) - 1)
+
+
+def pair_seed(seed: int, a: str, b: str) -> np.random.SeedSequence:
+    """The random stream of the pair ``(a, b)``: the child of ``SeedSequence(seed)`` keyed by both config ids
+    (order-free), independent of every other pair's and of which other configs are compared."""
+    lo, hi = sorted((str(a), str(b)))
+    key = hashlib.blake2b(f"{lo}\x00{hi}".encode(), digest_size=8).digest()
+    return np.random.SeedSequence(seed, spawn_key=(int.from_bytes(key, "little"),))
+
+
+def paired_randomization_test(
+    a,
+    b,
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    seed: int | np.random.SeedSequence = 0,
+    exact_limit: int = EXACT_LIMIT,
+) -> PairedTest:
+    r"""Two-sided paired randomization (sign-flip permutation) test.
+
+    Under H0 the two systems are exchangeable on every query, so each
+    per-query difference :math:`d_i = a_i - b_i` is equally likely to have
+    either sign.  Queries with :math:`d_i = 0` are dropped (their sign changes
+    no sum, so the p-value is the same); with the remaining ``n`` differences,
+    :math:`T = |\sum_i d_i|` observed and :math:`T_s = |\sum_i s_i d_i|` for
+    sign vectors :math:`s \in \{-1, +1\}^n`:
+
+    * **exact**, when :math:`2^n \le \max(R, \text{exact\_limit})`: every sign
+      vector is enumerated (half of them: :math:`T_s = T_{-s}`) and
+      :math:`p = \#\{s : T_s \ge T\} / 2^n`; floor :math:`2 / 2^n`;
+    * **Monte Carlo** otherwise, over :math:`R` random sign vectors:
+
+      .. math::
+
+          p = \frac{1 + \#\{r : T_r \ge T\}}{1 + R}
+
+      (Phipson & Smyth 2010; never 0); floor :math:`1 / (R + 1)`.
+
+    ``>=`` is evaluated with a tolerance of ``1e-9 * sum |d_i|`` so
+    floating-point rounding of equal sums cannot undercount.  This is the test
+    ranx calls ``"fisher"``, but ranx reports ``c / R`` without the +1 terms.
+
+    Parameters
+    ----------
+    a, b : array_like
+        Per-query values of the two systems, aligned by query.  Queries where
+        either is NaN are dropped.
+    n_resamples : int
+        Monte Carlo resamples ``R``.
+    seed : int or numpy.random.SeedSequence
+        Seed of ``numpy.random.default_rng`` (:func:`compare_configs` passes
+        each pair its own :func:`pair_seed`).
+    exact_limit : int
+        Enumerate exactly when ``2 ** n`` is at most ``max(n_resamples,
+        exact_limit)``; ``0`` enumerates only when ``2 ** n <= n_resamples``.
+
+    Returns
+    -------
+    PairedTest
+        ``n`` counts every paired query (zeros included); ``p_value`` is NaN if
+        no paired query remains and 1.0 if all differences are zero;
+        ``n_resamples``, ``exact`` and ``p_floor`` describe the resolution.
+    """
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be >= 1")
+    d_all = paired_diffs(a, b)
+    n_all = int(d_all.size)
+    if n_all == 0:
+        return PairedTest("randomization", 0, math.nan, math.nan, math.nan, 0, True, math.nan)
+    mean_diff = float(d_all.mean())
+    d = d_all[d_all != 0.0]  # a zero's sign changes nothing: same p-value, fewer sign vectors
+    n = int(d.size)
+    if n == 0:
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, 1.0, 1, True, 1.0)
+    observed = abs(float(d.sum()))  # compare |sums|: same ordering as |means|
+    # Tolerance scaled by the magnitude of the data, so ties that differ only
+    # by summation rounding still count as "at least as extreme".
+    threshold = observed - 1e-9 * float(np.abs(d).sum())
+
+    if n < 63 and (1 << n) <= max(n_resamples, exact_limit):
+        # Exact: the first sign is fixed to + (T_s = T_{-s}), the other n-1 run through the bits of 0..2^(n-1)-1.
+        half = 1 << (n - 1)
+        count = 0
+        step = chunk_rows(n)
+        bits = np.arange(n - 1, dtype=np.int64)
+        for start in range(0, half, step):
+            codes = np.arange(start, min(start + step, half), dtype=np.int64)
+            signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
+            count += int(np.count_nonzero(np.abs(d[0] + signs @ d[1:]) >= threshold))
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, count / half, 1 << n, True, 1.0 / half)
+
+    rng = np.random.default_rng(seed)
+    count = 0
+    step = chunk_rows(n)
+    total = float(d.sum())
+    for start in range(0, n_resamples, step):
+        rows = min(step, n_resamples - start)
+        flips = rng.integers(0, 2, size=(rows, n), dtype=np.int8)  # 1 = flip the sign
+        sums = total - 2.0 * (flips.astype(np.float64) @ d)
+        count += int(np.count_nonzero(np.abs(sums) >= threshold))
+    p = (count + 1) / (n_resamples + 1)
+    return PairedTest("randomization", n_all, mean_diff, mean_diff, float(p), n_resamples, False,
+                      1.0 / (n_resamples + 1))
+
+
+def paired_t_test(a, b) -> PairedTest:
+    r"""Two-sided paired Student's t-test (``scipy.stats.ttest_rel``).
+
+    :math:`t = \bar d / (s_d / \sqrt n)` with :math:`d_i = a_i - b_i`,
+    :math:`n-1` degrees of freedom, :math:`p = 2\,P(T_{n-1} \ge |t|)`.  Same as
+    ranx's ``stat_test="student"``.
+
+    Queries where either value is NaN are dropped.  Degenerate cases: if all
+    differences are exactly zero (scipy returns NaN, 0/0) the p-value is 1.0 —
+    the data give no evidence of a difference; with ``n < 2`` it is NaN.
+    """
+    d = paired_diffs(a, b)
+    n = int(d.size)
+    if n == 0:
+        return PairedTest("student", 0, math.nan, math.nan, math.nan)
+    mean_diff = float(d.mean())
+    if n < 2:
+        return PairedTest("student", n, mean_diff, math.nan, math.nan)
+    if not np.any(d):
+        return PairedTest("student", n, mean_diff, 0.0, 1.0)
+    from scipy import stats  # imported here: 0.9 s that every sweep and report would pay for one test
+
+    res = stats.ttest_rel(d, np.zeros_like(d), alternative="two-sided")
+    return PairedTest("student", n, mean_diff, float(res.statistic), float(res.pvalue))
+
+
+def holm_correction(pvalues: Mapping[K, float]) -> dict[K, float]:
+    r"""Holm–Bonferroni step-down adjusted p-values.
+
+    Sort the ``m`` p-values ascending, :math:`p_{(1)} \le \dots \le p_{(m)}`;
+    then
+
+    .. math::
+
+        \tilde p_{(i)} = \min\Bigl(1, \max_{j \le i} (m - j + 1)\, p_{(j)}\Bigr)
+
+    The running max makes the adjusted values monotone in the raw ones.
+    Rejecting ``adjusted < alpha`` controls the family-wise error rate at
+    ``alpha``.  NaN p-values stay NaN and are not counted in ``m``.
+
+    Parameters
+    ----------
+    pvalues : Mapping
+        Key -> raw p-value.
+
+    Returns
+    -------
+    dict
+        Same keys (same order) -> adjusted p-value.
+    """
+    keys = list(pvalues)
+    out: dict[K, float] = {k: math.nan for k in keys}
+    finite = [(float(pvalues[k]), i) for i, k in enumerate(keys) if not math.isnan(float(pvalues[k]))]
+    finite.sort()  # ties broken by input position -> deterministic
+    m = len(finite)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[keys[i]] = running
+    return out
