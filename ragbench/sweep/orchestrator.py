@@ -50,6 +50,7 @@ from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import open_tracker, sweep_params
 from ragbench.retrieval import RetrievalResources
+from ragbench.sweep.decide import COPY_FAILED, SPOOLED, StoreHolds, decide
 from ragbench.sweep.evaluate import EVALUATION_VERSION, evaluate_config, evaluation_key
 from ragbench.sweep.plan import ChunkerPlan, ConfigInputs, EvaluationSpec
 from ragbench.sweep.runner import Finished, LocalRunner, StageFuture, StageRunner, UpstreamFailed, submit
@@ -191,25 +192,23 @@ class _Sweep:
                                     dataset_notes=ds.notes)
         self.sweep_id = sweep_id
         getattr(self.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the Prefect run
-        self.eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
-        stored = {} if self.fresh else self._read(lambda: store.reusable_configs(self.eval_keys, prefer=sweep_id),
-                                                  {})
-        done = {c for c, (source, _) in stored.items() if source == sweep_id}
-        self.reused = {c: origin for c, (source, origin) in stored.items() if source != sweep_id}
-        if self.reused and not self.spool.pending(sweep_id):
+        eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
+        results = {} if self.fresh else self._read(lambda: store.reusable_configs(eval_keys, prefer=sweep_id), {})
+        plan = decide(configs, eval_keys, StoreHolds(sweep_id, results, self.fresh, self.can_read,
+                                                     self.spool.pending(sweep_id)))
+        if plan.blocked(SPOOLED):  # this sweep's start waits in the spool: a copy now would come before it
+            log.warning("results.duckdb is held by another process: the %d config(s) earlier sweeps evaluated are "
+                        "evaluated again", plan.blocked(SPOOLED))
+        if plan.reused:
             try:
-                store.copy_configs(sweep_id, {c: stored[c][0] for c in self.reused})
+                store.copy_configs(sweep_id, {c: plan.stored[c][0] for c in plan.reused})
             except StoreBusyError as e:
                 log.warning("results.duckdb is held by %s: the %d config(s) earlier sweeps evaluated cannot be "
-                            "copied into this sweep, so they are evaluated again", e.holder, len(self.reused))
-                self.reused = {}
-        elif self.reused:  # this sweep's start waits in the spool: a copy now would come before it
-            log.warning("results.duckdb is held by another process: the %d config(s) earlier sweeps evaluated are "
-                        "evaluated again", len(self.reused))
-            self.reused = {}
-        stored = {c: v for c, v in stored.items() if c in done or c in self.reused}
+                            "copied into this sweep, so they are evaluated again", e.holder, len(plan.reused))
+                plan = plan.without_reuse(COPY_FAILED)
+        self.eval_keys, self.reused, stored = plan.eval_keys, plan.reused, plan.stored
         log.info("sweep %s: %d configs (%d already done, %d reused) on %s [%s]: %d docs, %d queries (%d unlabelled)",
-                 sweep_id, len(configs), len(done), len(self.reused), ds.name, ds.fingerprint, ds.corpus.height,
+                 sweep_id, len(configs), len(plan.done), len(self.reused), ds.name, ds.fingerprint, ds.corpus.height,
                  ds.queries.height, ds.n_unlabelled)
         for c in configs:
             if c.config_id in self.reused:
@@ -220,7 +219,7 @@ class _Sweep:
 
         outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=self.reused.get(c.config_id))
                     for c in configs if c.config_id in stored]
-        todo = [c for c in configs if c.config_id not in stored]
+        todo = plan.todo
         with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
             outcomes += self._run_graph(todo, advance)
 
