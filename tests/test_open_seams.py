@@ -1,10 +1,12 @@
 """Open seams: a chunker, a first-stage retriever and a rank measure are each added by one class or function that
-registers itself — here, from this test file, with no edit to ragbench — and a real sweep runs with them."""
+registers itself — here, from this test file, with no edit to ragbench — and a real sweep runs with them. What a
+kind means to MLflow's params and to the cost model comes from its own spec class: no module switches on kinds."""
 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -16,8 +18,11 @@ from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache
 from ragbench.core.errors import ConfigError
 from ragbench.core.schemas import index_texts
+from ragbench.evaluation.cost import bm25_params_of
 from ragbench.evaluation.measures import RANK_MEASURES, rank_measure
+from ragbench.results.tracking import uniform_params
 from ragbench.retrieval import RETRIEVERS, RetrieverSpec, run_from_hits
+from ragbench.retrieval.bm25 import BM25Params
 from ragbench.sweep import run_sweep
 
 
@@ -28,6 +33,9 @@ class Paragraphs(ChunkerSpec):
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         return [m.span() for m in re.finditer(r"\S(?:.|\n(?!\s*\n))*", text)]
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {"chunk_size": 1, "chunk_unit": "paragraphs", "chunk_overlap": 0}
 
 
 class WordOverlap(RetrieverSpec):
@@ -104,3 +112,72 @@ def test_unknown_kinds_name_what_is_registered(tmp_path):
     assert "bad.yaml:3: chunkers.0: Value error, unknown chunker kind 'paragraphs'; expected one of:" in msg
     assert "retrievers.0: Value error, unknown retriever kind 'word-overlap'" in msg
     assert "metrics.measures: Value error, unknown measure(s) toy_rr" in msg
+
+
+class LexicalTwice(RetrieverSpec, BM25Params):
+    """A toy first stage over the bm25s index (BM25 by another name): the cost model and MLflow learn that from
+    this class alone."""
+
+    kind: Literal["lexical-twice"] = "lexical-twice"
+
+    def bm25_params(self) -> BM25Params:
+        return self
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {**super().tracking_params(), "fusion": "none-needed", "bm25_k1": self.k1, "bm25_b": self.b}
+
+
+def test_mlflow_params_and_cost_inputs_of_a_new_kind_come_from_its_own_class(toys):
+    RETRIEVERS.register(LexicalTwice)
+    try:
+        spec = {"chunker": Paragraphs().canonical(), "retriever": LexicalTwice(k1=0.9, b=0.4, depth=7).canonical(),
+                "embedder": None, "index": None}
+        params = uniform_params(spec, "paragraphs | lexical-twice")
+        assert {k: params[k] for k in ("chunker", "chunk_size", "chunk_unit", "chunk_overlap", "retriever")} == {
+            "chunker": "paragraphs", "chunk_size": "1", "chunk_unit": "paragraphs", "chunk_overlap": "0",
+            "retriever": "lexical-twice"}
+        assert (params["fusion"], params["bm25_k1"], params["bm25_b"], params["depth"]) == ("none-needed", "0.9",
+                                                                                            "0.4", "7")
+        assert params["dense_search"] == params["hnsw_ef"] == "none"  # no embedder: no dense search to name
+        assert bm25_params_of(LexicalTwice(k1=0.9)).k1 == 0.9
+        assert bm25_params_of(WordOverlap()) is None
+    finally:
+        RETRIEVERS.unregister("lexical-twice")
+
+
+def test_built_in_kinds_name_their_params_as_before():
+    """The kinds' own methods give what MLflow runs have always carried (one config of each shape)."""
+    rows = {
+        "sentences": ({"kind": "sentences", "window": 4, "stride": 1}, ("4", "sentences", "3")),
+        "markdown": ({"kind": "markdown", "max_tokens": 64}, ("64", "tokens", "0")),
+        "markdown-sections": ({"kind": "markdown"}, ("none", "none", "0")),
+        "whole": ({"kind": "whole"}, ("none", "none", "0")),
+        "fixed": ({"kind": "fixed", "size": 32, "unit": "chars", "overlap": 8}, ("32", "chars", "8")),
+    }
+    for name, (chunker, want) in rows.items():
+        p = uniform_params({"chunker": CHUNKERS.parse(chunker).canonical(),
+                            "retriever": RETRIEVERS.parse({"kind": "bm25", "k1": 1.5}).canonical()})
+        assert (p["chunk_size"], p["chunk_unit"], p["chunk_overlap"]) == want, name
+        assert (p["bm25_k1"], p["bm25_b"], p["fusion"], p["dense_search"]) == ("1.5", "0.75", "none", "none")
+    emb = {"model": "all-MiniLM-L6-v2"}
+    hybrid = uniform_params({"chunker": {"kind": "whole"}, "embedder": emb, "retriever": RETRIEVERS.parse(
+        {"kind": "hybrid", "fusion": "convex", "dense": {"hnsw_ef": 40}, "bm25": {"b": 0.5}}).canonical()})
+    assert (hybrid["fusion"], hybrid["bm25_k1"], hybrid["bm25_b"], hybrid["dense_search"], hybrid["hnsw_ef"]) == (
+        "convex", "1.2", "0.5", "hnsw", "40")
+    exact = uniform_params({"chunker": {"kind": "whole"}, "embedder": emb,
+                            "retriever": RETRIEVERS.parse({"kind": "dense", "exact": True}).canonical()})
+    assert (exact["dense_search"], exact["hnsw_ef"], exact["bm25_k1"]) == ("exact", "none", "none")
+    qdrant = RETRIEVERS.parse({"kind": "hybrid", "engine": "qdrant"})
+    assert bm25_params_of(qdrant) is None and bm25_params_of(RETRIEVERS.parse({"kind": "hybrid"})).k1 == 1.2
+
+
+#: modules that once switched on chunker or retriever kinds; what a kind means now lives on its spec class
+KIND_NEUTRAL = ("ragbench/results/tracking.py", "ragbench/evaluation/cost.py", "ragbench/config/labels.py")
+_KIND_SWITCH = re.compile(r"""kind["')\]]*\s*(==|!=|\bin\b\s*[(\[{])|isinstance\([^)]*(Retriever|Chunker|Rerank)""")
+
+
+def test_no_module_switches_on_chunker_or_retriever_kinds():
+    root = Path(__file__).resolve().parents[1]
+    for rel in KIND_NEUTRAL:
+        for lineno, line in enumerate((root / rel).read_text(encoding="utf-8").splitlines(), 1):
+            assert not _KIND_SWITCH.search(line), f"{rel}:{lineno}: switches on a kind: {line.strip()}"

@@ -10,7 +10,7 @@ changing the offsets, so span labels judge every chunker on the same footing.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 from pydantic import Field, model_validator
@@ -63,6 +63,12 @@ class ChunkerSpec(Spec):
         """The tokenizer this chunker measures lengths with (checked offline before a sweep), if any."""
         return None
 
+    def tracking_params(self) -> dict[str, Any]:
+        """The chunk length in the one vocabulary of MLflow's runs table: ``chunk_size``, ``chunk_unit`` (tokens,
+        chars, sentences) and ``chunk_overlap`` in that unit; None where the chunker has no such notion (default:
+        all None). Display and search only, never part of an id."""
+        return {"chunk_size": None, "chunk_unit": None, "chunk_overlap": None}
+
 
 class SizedChunkerSpec(ChunkerSpec):
     """A chunker that cuts to a length of ``size`` tokens (of ``tokenizer``) or characters, with ``overlap``."""
@@ -87,6 +93,9 @@ class SizedChunkerSpec(ChunkerSpec):
     @property
     def tokenizer_name(self) -> str | None:
         return self.tokenizer if self.unit == "tokens" else None
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {"chunk_size": self.size, "chunk_unit": self.unit, "chunk_overlap": self.overlap}
 
 
 CHUNKERS: Registry[ChunkerSpec] = Registry("chunker", ChunkerSpec)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -43,3 +43,7 @@ class MarkdownChunker(ChunkerSpec):
     @property
     def tokenizer_name(self) -> str | None:
         return self.tokenizer
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {"chunk_size": self.max_tokens, "chunk_unit": "tokens" if self.max_tokens else None,
+                "chunk_overlap": 0}

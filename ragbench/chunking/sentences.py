@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -52,3 +52,7 @@ class SentenceChunker(ChunkerSpec):
     def explain_cut(self) -> str:
         stride = self.stride or self.window
         return f"{self.window} sentences, " + ("no overlap" if stride >= self.window else f"stride {stride}")
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {"chunk_size": self.window, "chunk_unit": "sentences",
+                "chunk_overlap": max(self.window - (self.stride or self.window), 0)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ragbench.chunking.base import CHUNKERS, ChunkerSpec, Span
 
@@ -16,3 +16,6 @@ class WholeDocChunker(ChunkerSpec):
 
     def spans(self, text: str) -> list[Span]:
         return [(0, len(text))] if text else []
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {"chunk_size": None, "chunk_unit": None, "chunk_overlap": 0}

@@ -36,8 +36,7 @@ import numpy as np
 from ragbench.core.schemas import TextColumn, texts_at
 from ragbench.data.dataset import Dataset
 from ragbench.retrieval import RetrievalResources, retrieve
-from ragbench.retrieval.bm25 import BM25Params, BM25Retriever, bm25_index
-from ragbench.retrieval.hybrid import HybridRetriever
+from ragbench.retrieval.bm25 import BM25Params, bm25_index
 
 LATENCY_SAMPLE = 50
 LATENCY_WARMUP = 1
@@ -81,12 +80,9 @@ def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample:
 
 
 def bm25_params_of(retriever) -> BM25Params | None:
-    """The bm25s parameters a retriever searches with, None when it searches no bm25s index."""
-    if isinstance(retriever, BM25Retriever):
-        return retriever
-    if isinstance(retriever, HybridRetriever) and retriever.engine == "library":
-        return retriever.bm25
-    return None
+    """The bm25s parameters a retriever searches with, None when it searches no bm25s index: each kind says so
+    itself (:meth:`RetrieverSpec.bm25_params <ragbench.retrieval.base.RetrieverSpec.bm25_params>`)."""
+    return retriever.bm25_params()
 
 
 def folder_bytes(path: Path) -> int:

@@ -76,42 +76,56 @@ def uniform_params(spec: dict, name: str | None = None) -> dict[str, str]:
     parallel coordinates line up: ``chunker`` (kind), ``chunk_size``, ``chunk_unit``, ``chunk_overlap``,
     ``chunk_prefix``, ``embedder`` (model, ``none`` for BM25), ``retriever`` (kind), ``fusion``, ``rerank``,
     ``parents``, ``filter``, ``bm25_k1``, ``bm25_b``, ``dense_search`` (``exact``/``hnsw``), ``hnsw_ef``,
-    ``depth``, ``hnsw_m`` and ``label`` (the config in words). Absent values are ``none``."""
+    ``depth``, ``hnsw_m`` and ``label`` (the config in words). Absent values are ``none``.
+
+    What a kind means by size, overlap, BM25 or dense search comes from its spec class
+    (:meth:`ChunkerSpec.tracking_params`, :meth:`RetrieverSpec.tracking_params`); a stored spec this process
+    cannot parse (a kind registered by another program) falls back to the fields its dict names."""
     from ragbench.config.labels import ConfigLabels
 
     ch, emb, r, index = (spec.get(k) or {} for k in ("chunker", "embedder", "retriever", "index"))
-    kind = ch.get("kind")
-    size, unit, overlap = ch.get("size"), ch.get("unit"), ch.get("overlap")
-    if kind == "markdown":
-        size, unit, overlap = ch.get("max_tokens"), "tokens" if ch.get("max_tokens") else None, 0
-    elif kind == "sentences":
-        window = ch.get("window")
-        stride = ch.get("stride") or window
-        size, unit = window, "sentences"
-        overlap = max(window - stride, 0) if window and stride else 0
-    elif kind == "whole":
-        overlap = 0
-    bm25 = r.get("bm25") if isinstance(r.get("bm25"), dict) else r  # hybrid nests its BM25 and dense halves
-    dense = r.get("dense") if isinstance(r.get("dense"), dict) else r
-    uses_bm25 = r.get("kind") in ("bm25", "hybrid")
     uses_dense = bool(emb)
+    first = _retriever_params(r)
+    if not uses_dense:  # the dense settings of a config without an embedder mean nothing
+        first.update(dense_search=None, hnsw_ef=None)
     rerank = r.get("rerank")
     parents = r.get("parents")
     filt = r.get("filter")
     return {k: _param(v) for k, v in {
         "label": ConfigLabels.from_stored(spec, name).text,
-        "chunker": kind, "chunk_size": size, "chunk_unit": unit, "chunk_overlap": overlap,
+        "chunker": ch.get("kind"), **_chunker_params(ch),
         "chunk_prefix": ch.get("prefix"),
         "embedder": emb.get("model") if emb else None,
-        "retriever": r.get("kind"), "fusion": r.get("fusion"),
+        "retriever": r.get("kind"), "fusion": first["fusion"],
         "rerank": f"{rerank.get('model', '?')}@{rerank.get('top_n', '?')}" if rerank else None,
         "parents": parents.get("mode") if parents else None,
         "filter": ",".join(f"{k}={v}" for k, v in filt.items()) if filt else None,
-        "bm25_k1": bm25.get("k1") if uses_bm25 else None, "bm25_b": bm25.get("b") if uses_bm25 else None,
-        "dense_search": ("exact" if dense.get("exact") else "hnsw") if uses_dense else None,
-        "hnsw_ef": dense.get("hnsw_ef") if uses_dense and not dense.get("exact") else None,
+        "bm25_k1": first["bm25_k1"], "bm25_b": first["bm25_b"],
+        "dense_search": first["dense_search"], "hnsw_ef": first["hnsw_ef"],
         "depth": r.get("depth"), "hnsw_m": index.get("hnsw_m") if index else None,
     }.items()}
+
+
+def _chunker_params(ch: dict) -> dict[str, Any]:
+    """``chunk_size``, ``chunk_unit``, ``chunk_overlap`` of a stored chunker spec, from its spec class."""
+    from ragbench.chunking import CHUNKERS
+
+    try:
+        return CHUNKERS.parse(ch).tracking_params()
+    except Exception:  # unknown kind or malformed: what the dict itself says
+        return {"chunk_size": ch.get("size"), "chunk_unit": ch.get("unit"), "chunk_overlap": ch.get("overlap")}
+
+
+def _retriever_params(r: dict) -> dict[str, Any]:
+    """``fusion``, ``bm25_k1``, ``bm25_b``, ``dense_search``, ``hnsw_ef`` of a stored retriever spec."""
+    from ragbench.retrieval import RETRIEVERS
+
+    try:
+        return dict(RETRIEVERS.parse(r).tracking_params())
+    except Exception:  # unknown kind or malformed: what the dict itself says
+        return {"fusion": r.get("fusion"), "bm25_k1": None, "bm25_b": None,
+                "dense_search": "exact" if r.get("exact") else "hnsw",
+                "hnsw_ef": None if r.get("exact") else r.get("hnsw_ef")}
 
 
 def config_params(spec: dict, dataset_fingerprint: str, config_id: str, name: str | None = None) -> dict[str, str]:

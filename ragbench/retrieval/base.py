@@ -114,6 +114,20 @@ class RetrieverSpec(Spec):
         :meth:`describe`."""
         return self.describe()
 
+    def bm25_params(self) -> Spec | None:
+        """The bm25s index parameters (a ``BM25Params``) this retriever searches with (what the cost model sizes
+        and the sweep builds once per chunker), None when it searches no bm25s index (default)."""
+        return None
+
+    def tracking_params(self) -> dict[str, Any]:
+        """The first stage in the one vocabulary of MLflow's runs table: ``fusion``, ``bm25_k1``, ``bm25_b``,
+        ``dense_search`` (``exact``/``hnsw``) and ``hnsw_ef``; None where it does not apply. The default reads
+        :meth:`dense_search` and names no BM25 or fusion. Display and search only, never part of an id."""
+        search = self.dense_search()
+        return {"fusion": None, "bm25_k1": None, "bm25_b": None,
+                "dense_search": None if search is None else "exact" if search.exact else "hnsw",
+                "hnsw_ef": None if search is None or search.exact else search.hnsw_ef}
+
     def explain(self) -> str:
         """The retriever in words, knobs included (``dense exact + rerank MiniLM-L6-v2 top 50``). Display only:
         never part of an id or a stored name."""

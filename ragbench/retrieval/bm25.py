@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -198,3 +198,9 @@ class BM25Retriever(RetrieverSpec, BM25Params):
     def explain_first_stage(self) -> str:
         default = (self.k1, self.b) == (1.2, 0.75)
         return "BM25" + ("" if default else f" k1={self.k1:g} b={self.b:g}")
+
+    def bm25_params(self) -> BM25Params:
+        return self
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {**super().tracking_params(), "bm25_k1": self.k1, "bm25_b": self.b}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import polars as pl
 from pydantic import Field, model_validator
@@ -86,3 +86,9 @@ class HybridRetriever(RetrieverSpec):
 
     def dense_search(self) -> DenseSearch:
         return DenseSearch(self.dense.depth, self.dense.exact, self.dense.hnsw_ef)
+
+    def bm25_params(self) -> BM25Params | None:
+        return self.bm25 if self.engine == "library" else None  # the qdrant engine searches Qdrant's own BM25
+
+    def tracking_params(self) -> dict[str, Any]:
+        return {**super().tracking_params(), "fusion": self.fusion, "bm25_k1": self.bm25.k1, "bm25_b": self.bm25.b}
