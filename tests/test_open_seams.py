@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -23,6 +23,7 @@ from ragbench.evaluation.measures import RANK_MEASURES, rank_measure
 from ragbench.results.tracking import uniform_params
 from ragbench.retrieval import RETRIEVERS, RetrieverSpec, run_from_hits
 from ragbench.retrieval.bm25 import BM25Params
+from ragbench.retrieval.rerank import RERANKERS, RerankSpec
 from ragbench.sweep import run_sweep
 
 
@@ -181,3 +182,38 @@ def test_no_module_switches_on_chunker_or_retriever_kinds():
     for rel in KIND_NEUTRAL:
         for lineno, line in enumerate((root / rel).read_text(encoding="utf-8").splitlines(), 1):
             assert not _KIND_SWITCH.search(line), f"{rel}:{lineno}: switches on a kind: {line.strip()}"
+
+
+class NoDefaultRerank(RerankSpec):
+    """A toy reranker kind that names no default model: ``model`` is required for it."""
+
+    kind: Literal["no-default"] = "no-default"
+
+
+class ToyRerank(NoDefaultRerank):
+    kind: Literal["toy-rerank"] = "toy-rerank"
+    default_model: ClassVar[str] = "static-retrieval-m2v"
+
+
+def test_each_reranker_kind_supplies_its_default_model(tmp_path):
+    RERANKERS.register(ToyRerank)
+    RERANKERS.register(NoDefaultRerank)
+    try:
+        assert RETRIEVERS.parse({"kind": "bm25", "rerank": {"kind": "toy-rerank"}}).rerank.model == \
+            "static-retrieval-m2v"
+        with pytest.raises(ValueError, match="a no-default reranker needs a model"):
+            RERANKERS.parse({"kind": "no-default"})
+    finally:
+        RERANKERS.unregister("toy-rerank")
+        RERANKERS.unregister("no-default")
+    assert RERANKERS.parse({"kind": "crossencoder"}).model == "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    # a model left out is the default written out: one spec, one config id, one stored history
+    ids = []
+    for rerank in ("{top_n: 20}", "{kind: biencoder, model: all-MiniLM-L6-v2, top_n: 20}"):
+        cfg = load_config(write_config(tmp_path / "r.yaml", f"""name: r
+dataset: {{path: {DEMO}}}
+chunkers: [{{kind: whole}}]
+retrievers: [{{kind: bm25, rerank: {rerank}}}]
+"""))
+        ids.append([(c.config_id, c.name) for c in cfg.expand()])
+    assert ids[0] == ids[1] and "rerank[all-MiniLM-L6-v2@20]" in ids[0][0][1]

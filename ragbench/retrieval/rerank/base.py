@@ -15,7 +15,7 @@ table: per query, the wall time of its ``score`` call plus an equal share of the
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import polars as pl
@@ -29,16 +29,30 @@ LATENCY_SCHEMA = {"query_id": pl.String, "ms": pl.Float64, "candidates": pl.Int6
 
 
 class RerankSpec(Spec):
-    """Rerank the top ``top_n`` candidates and keep the best ``keep``. Subclasses set ``kind`` and implement
-    :meth:`build`; an entry without ``kind`` is a ``biencoder``."""
+    """Rerank the top ``top_n`` candidates and keep the best ``keep``. Subclasses set ``kind``, implement
+    :meth:`build` and name their :attr:`default_model`; an entry without ``kind`` is a ``biencoder``.
+
+    A ``model`` left out is filled in with the kind's default before the spec is hashed, so ``{kind: biencoder}``
+    and ``{kind: biencoder, model: all-MiniLM-L6-v2}`` are one spec (same config id, same stored results)."""
 
     kind: str
-    model: str
+    model: str | None = Field(None, description="the reranker's model (default: the kind's own default model)")
     top_n: int = Field(50, gt=0)
     keep: int | None = Field(None, gt=0, description="default: top_n")
+    #: the model of an entry that names none (None: this kind needs ``model``)
+    default_model: ClassVar[str | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_default_model(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("model") is None and cls.default_model is not None:
+            data = {**data, "model": cls.default_model}
+        return data
 
     @model_validator(mode="after")
     def _keep_within_top_n(self):
+        if self.model is None:
+            raise ValueError(f"a {self.kind} reranker needs a model (this kind has no default)")
         if self.keep is not None and self.keep > self.top_n:
             raise ValueError(f"keep ({self.keep}) cannot exceed top_n ({self.top_n})")
         return self

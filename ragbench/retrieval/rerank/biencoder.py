@@ -5,7 +5,7 @@ A real offline cascade: ``static-retrieval-m2v`` first stage, ``all-MiniLM-L6-v2
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class BiEncoderRescorer:
 @RERANKERS.register
 class BiEncoderRerank(RerankSpec):
     kind: Literal["biencoder"] = "biencoder"
+    #: a real offline cascade behind a cheap first stage (``static-retrieval-m2v`` or BM25)
+    default_model: ClassVar[str] = "all-MiniLM-L6-v2"
 
     def build(self, vector_cache) -> BiEncoderRescorer:
         return BiEncoderRescorer(EmbedderSpec(model=self.model), vector_cache)

@@ -3,7 +3,7 @@ are reachable (none can be installed offline on this project's machines)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -47,6 +47,8 @@ class CrossEncoderReranker:
 @RERANKERS.register
 class CrossEncoderRerank(RerankSpec):
     kind: Literal["crossencoder"] = "crossencoder"
+    #: the common MS MARCO cross-encoder (a local folder or Hugging Face cache; no package ships it)
+    default_model: ClassVar[str] = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 
     def build(self, vector_cache) -> CrossEncoderReranker:
         return CrossEncoderReranker(self.model)
