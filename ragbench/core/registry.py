@@ -24,18 +24,19 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Kinds -> spec classes (subclasses of ``base``), keyed by each class's ``kind`` default. ``default`` is the
-    kind of an entry that names none (None: ``kind`` is required)."""
+    """Kinds -> spec classes (subclasses of ``base``), keyed by each class's default of the field ``key``
+    (``kind``; ``format`` for dataset formats). ``default`` is the kind of an entry that names none (None: the
+    field is required)."""
 
-    def __init__(self, what: str, base: type[T], default: str | None = None):
-        self.what, self.base, self.default = what, base, default
+    def __init__(self, what: str, base: type[T], default: str | None = None, key: str = "kind"):
+        self.what, self.base, self.default, self.key = what, base, default, key
         self._kinds: dict[str, type[T]] = {}
 
     def register(self, cls: type[T]) -> type[T]:
         """Class decorator: make ``cls`` the implementation of its ``kind`` (a later registration replaces it)."""
-        kind = cls.model_fields["kind"].default  # type: ignore[attr-defined]
+        kind = cls.model_fields[self.key].default  # type: ignore[attr-defined]
         if not isinstance(kind, str):
-            raise TypeError(f"{cls.__name__} needs a string default for 'kind' to register as a {self.what}")
+            raise TypeError(f"{cls.__name__} needs a string default for {self.key!r} to register as a {self.what}")
         self._kinds[kind] = cls
         return cls
 
@@ -56,8 +57,8 @@ class Registry(Generic[T]):
         if isinstance(value, self.base):
             return value
         if not isinstance(value, dict):
-            raise ValueError(f"a {self.what} is a mapping with a 'kind' ({', '.join(self.kinds)})")
-        kind = value.get("kind", self.default)
+            raise ValueError(f"a {self.what} is a mapping with a {self.key!r} ({', '.join(self.kinds)})")
+        kind = value.get(self.key, self.default)
         if kind not in self._kinds:
             raise ValueError(f"unknown {self.what} kind {kind!r}; expected one of: {', '.join(self.kinds)}")
         return self._kinds[kind].model_validate(value)  # type: ignore[attr-defined]
