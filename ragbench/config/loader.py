@@ -4,6 +4,9 @@ Beyond the specs' own validation, a sweep file is refused when a key is given tw
 the last silently), when the same chunker, embedder or retriever is listed twice (it would be evaluated and shown
 twice), and when ``metrics.primary`` or ``metrics.show`` names a measure the sweep does not compute (``show`` may
 name ``heldout/<measure>`` when the dataset has a ``holdout``; ``primary`` never: configs rank on the tuning set).
+
+The file is read with the limits of :mod:`ragbench.core.bounded_io`: its size, each line's length, and YAML aliases
+allowed (anchors are a fair way to share settings) but bounded in what they expand to.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from ragbench.config.sweep import SweepConfig
+from ragbench.core.bounded_io import MAX_CONFIG_BYTES, check_lines, load_yaml, read_bytes
 from ragbench.core.errors import ConfigError
 from ragbench.data.holdout import HELDOUT_PREFIX
 
@@ -111,21 +115,19 @@ def _semantic_errors(cfg: SweepConfig, root: yaml.Node, path: Path) -> list[str]
 def load_config(path: str | os.PathLike) -> SweepConfig:
     """Read and validate a sweep YAML. Errors name the file and line; dataset paths resolve against the file."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, not a config file; name the sweep YAML inside it")
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
+    data = read_bytes(path, MAX_CONFIG_BYTES, "sweep config", ConfigError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        line = data[: e.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}); save the file as "
                           "UTF-8") from None
-    try:
-        raw = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
-        root = yaml.compose(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    check_lines(path, text, ConfigError)
+    raw, root = load_yaml(path, text, ConfigError, aliases="bounded", loader=_StrictLoader)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}:1: expected a mapping at the top level")
     ds = raw.get("dataset")

@@ -9,7 +9,6 @@ the type and the readers and checks they share.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ragbench.core.bounded_io import MAX_STREAMED_BYTES, check_size, iter_lines, parse_json
 from ragbench.core.errors import DatasetError
 from ragbench.core.schemas import QRELS_SCHEMA, SPANS_SCHEMA
 
@@ -58,8 +58,9 @@ class Dataset:
 def _text_lines(path: Path) -> Iterator[str]:
     """The lines of a UTF-8 text file, one at a time, without their line ends (a BOM is dropped); any other encoding
     is an error naming the line. Lines end at ``\\n`` only (as JSON Lines and TSV define them)."""
+    check_size(path, MAX_STREAMED_BYTES, "JSON Lines or TSV file", DatasetError)
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
+        for lineno, raw in enumerate(iter_lines(f, path, DatasetError), 1):  # every line bounded
             if lineno == 1:
                 if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
                     raise DatasetError(f"{path}:1: UTF-16 text; save the file as UTF-8")
@@ -94,10 +95,7 @@ def _iter_jsonl(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, di
     for lineno, line in enumerate(_text_lines(path), 1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+        obj = parse_json(line, f"{path}:{lineno}", DatasetError)
         if not isinstance(obj, dict):
             raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         missing = [k for k in required if k not in obj]

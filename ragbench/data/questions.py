@@ -16,7 +16,8 @@ mappings, or ``{questions: [...]}``). Columns (keys):
 =============  =======================================================================================
 
 In CSV several values go in one cell separated by ``|`` (``\\|`` is a literal bar); JSONL and YAML take lists.
-A file with a BOM or CRLF line ends reads as any other.
+A file with a BOM or CRLF line ends reads as any other. A YAML file may not use aliases (``*name``), and the file
+and its lines are bounded (:mod:`ragbench.core.bounded_io`).
 
 Reading checks each row on its own (columns, flags, numbers); :mod:`ragbench.data.labels` then checks the rows
 against the documents (``doc`` paths, quotes located as :mod:`ragbench.data.quotes` finds them) and builds the
@@ -31,12 +32,14 @@ import difflib
 import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ragbench.core.bounded_io import MAX_QUESTIONS_BYTES, check_lines, load_yaml, read_bytes
 from ragbench.core.errors import DatasetError
 from ragbench.data.quotes import example_quote
 
@@ -129,13 +132,15 @@ def _question(line: int, obj: dict, split: bool, problems: list[str], where: str
 
 
 def _decode(path: Path) -> str:
-    data = path.read_bytes()
+    data = read_bytes(path, MAX_QUESTIONS_BYTES, "questions file", DatasetError)
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise DatasetError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8"
                            ) from None
+    check_lines(path, text, DatasetError)
+    return text
 
 
 def _read_csv(path: Path, text: str, problems: list[str]) -> list[Question]:
@@ -146,7 +151,7 @@ def _read_csv(path: Path, text: str, problems: list[str]) -> list[Question]:
     header: list[str] | None = None
     out: list[Question] = []
     last = 0
-    for row in reader:
+    for row in _csv_rows(path, reader):
         line, last = last + 1, reader.line_num
         if not any(cell.strip() for cell in row):
             continue
@@ -170,6 +175,19 @@ def _read_csv(path: Path, text: str, problems: list[str]) -> list[Question]:
     return out
 
 
+def _csv_rows(path: Path, reader) -> Iterator[list[str]]:
+    """The rows of a ``csv.reader``; a CSV error (a cell over the csv module's size limit, a NUL byte) is one line
+    naming where it happened."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise DatasetError(f"{path}:{reader.line_num}: unreadable CSV ({e})") from None
+        yield row
+
+
 def _read_jsonl(path: Path, text: str, problems: list[str]) -> list[Question]:
     out = []
     for line, raw in enumerate(text.splitlines(), 1):
@@ -180,6 +198,9 @@ def _read_jsonl(path: Path, text: str, problems: list[str]) -> list[Question]:
         except json.JSONDecodeError as e:
             problems.append(f"{path}:{line}: malformed JSON ({e.msg} at column {e.colno})")
             continue
+        except RecursionError:
+            problems.append(f"{path}:{line}: JSON nested too deeply to read")
+            continue
         if not isinstance(obj, dict):
             problems.append(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
             continue
@@ -188,13 +209,7 @@ def _read_jsonl(path: Path, text: str, problems: list[str]) -> list[Question]:
 
 
 def _read_yaml(path: Path, text: str, problems: list[str]) -> list[Question]:
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise DatasetError(f"{path}:{mark.line + 1 if mark else 1}: invalid YAML: {getattr(e, 'problem', e)}"
-                           ) from None
+    data, root = load_yaml(path, text, DatasetError, aliases="refuse")  # no aliases: no alias bomb
     items_node = root
     if isinstance(data, dict) and isinstance(data.get("questions"), list):
         items_node = next(v for k, v in root.value if k.value == "questions")
