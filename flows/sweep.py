@@ -31,7 +31,7 @@ from ragbench.core.retry import is_transient  # noqa: E402
 from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.core.workers import DaskWorkers  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
-from ragbench.sweep import Published, publish_sweep, run_sweep, sweep_settings  # noqa: E402
+from ragbench.sweep import Published, SweepOptions, publish_sweep, run_sweep, sweep_settings  # noqa: E402
 from ragbench.sweep.runner import UpstreamFailed  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def _retry_transient(task_, task_run, state) -> bool:
 
 #: Worker threads of a sweep's flow. A submitted task holds a thread from the moment it is taken, also while it
 #: waits for its upstream tasks or for the model slot, so there are more threads than cores; what actually
-#: computes is bounded by the library (one neural model at a time: ragbench.sweep.orchestrator.MODEL_SLOTS) and
+#: computes is bounded by the library (one neural model at a time: ragbench.sweep.work.MODEL_SLOTS) and
 #: by the GIL for the pure-Python stages.
 SWEEP_TASK_THREADS = 4
 
@@ -136,7 +136,7 @@ def publish_artifacts(published: Published) -> int:
     table per chunker, and links to the MLflow parent run and the HTML report. Returns how many were created."""
     from prefect.artifacts import create_link_artifact, create_markdown_artifact, create_table_artifact
 
-    from ragbench.reporting.report import leaderboard_markdown, report_rows
+    from ragbench.reporting.render_markdown import artifact_markdown
 
     report = published.report
     if report is None:
@@ -145,10 +145,10 @@ def publish_artifacts(published: Published) -> int:
     links = [f"* HTML report: `{published.html}`"]
     if published.mlflow_url:
         links.append(f"* MLflow parent run: [{report.sweep_id}]({published.mlflow_url})")
-    create_markdown_artifact(markdown=f"{leaderboard_markdown(report)}\n\n{chr(10).join(links)}",
+    create_markdown_artifact(markdown=artifact_markdown(report, links),
                              key=f"ragbench-leaderboard-{name}", description=f"leaderboard of {report.sweep_id}")
     n = 1
-    rows = report_rows(report)
+    rows = report.board.dicts()  # the report's one leaderboard model
     for chunker in dict.fromkeys(r["chunker"] for r in rows):
         table = [{"rank": r["rank"], "model": r["model"], "retriever": r["retriever"],
                   report.primary: None if r.get(report.primary) is None else round(r[report.primary], 4),
@@ -183,7 +183,8 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
     if own:
         workers = DaskWorkers(address=settings.dask_address)
     try:
-        result = run_sweep(cfg, settings, runner=PrefectStageRunner(), home=home, fresh=fresh, workers=workers)
+        result = run_sweep(cfg, settings, SweepOptions(runner=PrefectStageRunner(), home=home, fresh=fresh,
+                                                    workers=workers))
         if publish:
             published = publish_sweep(result.sweep_id, sweep_settings(cfg, settings, home), mlflow=cfg.output.mlflow)
             try:

@@ -184,7 +184,7 @@ def test_report_plots_are_cached_by_what_they_draw_and_a_damaged_one_is_drawn_ag
     """A report whose data did not change copies its plots from the home's plot cache (nothing drawn); a damaged
     cached plot is quarantined and that plot alone drawn again; a change of the data draws anew."""
     from ragbench.core.cache import PlotCache
-    from ragbench.reporting import report as report_module
+    from ragbench.reporting import plots as report_module
 
     first = tmp_path / "first"
     write_html_report(store, "syn-1", first)
@@ -217,7 +217,7 @@ def test_a_report_opens_the_results_file_once(store, monkeypatch):
     """build_report's reads share one connection (each open of the DuckDB file costs ~8 ms and takes its lock)."""
     import duckdb
 
-    from ragbench.results import store as store_module
+    from ragbench.results import store_connection as store_module
 
     opened: list[str] = []
     real = duckdb.connect

@@ -7,7 +7,6 @@ primary measure (higher is better), ``latency_p95_ms`` and ``memory_bytes`` (low
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 
@@ -87,7 +86,8 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def _ms(v: float) -> str:
+def milliseconds(v: float) -> str:
+    """Milliseconds (or seconds) for people: one decimal from 1 up, two below; ``–`` for NaN."""
     return "–" if v is None or v != v else f"{v:.1f}" if abs(v) >= 1 else f"{v:.2f}"
 
 
@@ -102,8 +102,8 @@ def cost_summary(table: pl.DataFrame | None, primary: str) -> list[str]:
     if table["latency_p95_ms"].is_nan().all():
         return ["Cost: no latency stored for these configs (evaluated before cost measures existed; --fresh)."]
     front = table.filter(pl.col("on_front"))
-    named = [f"{r['label']} ({r['primary']:.4f}, {_ms(r['latency_p95_ms'])} ms, {human_bytes(r['memory_bytes'])})"
-             for r in front.head(SUMMARY_FRONT).iter_rows(named=True)]
+    named = [f"{r['label']} ({r['primary']:.4f}, {milliseconds(r['latency_p95_ms'])} ms, "
+             f"{human_bytes(r['memory_bytes'])})" for r in front.head(SUMMARY_FRONT).iter_rows(named=True)]
     more = (f"; and {front.height - SUMMARY_FRONT} more (the report's cost table marks them ◆)"
             if front.height > SUMMARY_FRONT else "")
     lines = [f"Pareto front ({primary} ↑, p95 latency ↓, memory ↓), {front.height} of {table.height} configs: "
@@ -112,48 +112,5 @@ def cost_summary(table: pl.DataFrame | None, primary: str) -> list[str]:
     if cheap.height:
         r = cheap.row(0, named=True)
         lines.append(f"Cheapest config tied with the best: {r['label']} ({primary} {r['primary']:.4f}, p95 "
-                     f"{_ms(r['latency_p95_ms'])} ms, memory {human_bytes(r['memory_bytes'])})")
+                     f"{milliseconds(r['latency_p95_ms'])} ms, memory {human_bytes(r['memory_bytes'])})")
     return lines
-
-
-def cost_markdown(table: pl.DataFrame | None, primary: str) -> list[str]:
-    """The cost table as markdown lines (front marked), after :func:`cost_summary`."""
-    if table is None or table.is_empty():
-        return []
-    out = [*(f"**{line}**" if i else line for i, line in enumerate(cost_summary(table, primary))), "",
-           f"| config | {primary} | p50 ms | p95 ms | index | vectors | embed s | front |",
-           "|---|---|---|---|---|---|---|---|"]
-    for r in table.iter_rows(named=True):
-        mark = "◆" if r["on_front"] else ""
-        out.append(f"| {r['label']}{' (cheapest tied)' if r['cheapest_tied'] else ''} | {r['primary']:.4f} | "
-                   f"{_ms(r['latency_p50_ms'])} | {_ms(r['latency_p95_ms'])} | {human_bytes(r['index_bytes'])} | "
-                   f"{human_bytes(r['vector_bytes'])} | {_ms(r['embed_seconds'])} | {mark} |")
-    return out
-
-
-def cost_html(table: pl.DataFrame | None, primary: str) -> list[str]:
-    """The HTML section "Cost and the Pareto front"."""
-    if table is None or table.is_empty():
-        return []
-    e = html.escape
-    parts = ["<h2>Cost and the Pareto front</h2>"]
-    parts += [f"<p class='legend'>{e(line)}</p>" for line in cost_summary(table, primary)]
-    parts.append(f"<table id='cost'><tr><th>config</th><th class='num'>{e(primary)}</th><th class='num'>p50 ms"
-                 "</th><th class='num'>p95 ms</th><th class='num'>index on disk</th><th class='num'>vector memory"
-                 "</th><th class='num'>memory</th><th class='num'>embed s</th><th>front</th></tr>")
-    for r in table.iter_rows(named=True):
-        cls = "best" if r["cheapest_tied"] else ("tied" if r["on_front"] else "")
-        note = " <b>(cheapest tied with the best)</b>" if r["cheapest_tied"] else ""
-        parts.append(f"<tr class='{cls}'><td>{e(r['label'])}{note}</td><td class='num'>{r['primary']:.4f}</td>"
-                     f"<td class='num'>{_ms(r['latency_p50_ms'])}</td>"
-                     f"<td class='num'>{_ms(r['latency_p95_ms'])}</td>"
-                     f"<td class='num'>{human_bytes(r['index_bytes'])}</td>"
-                     f"<td class='num'>{human_bytes(r['vector_bytes'])}</td>"
-                     f"<td class='num'>{human_bytes(r['memory_bytes'])}</td>"
-                     f"<td class='num'>{_ms(r['embed_seconds'])}</td><td>{'◆' if r['on_front'] else ''}</td></tr>")
-    parts.append("<p class='muted'>Latency: each query alone on the serving path (query embedded by the model, "
-                 "then retrieval), p50/p95 over a seeded sample of at most 50 queries after a warm-up. Memory: "
-                 "dense vectors (chunks × dim × 4 bytes) plus the bm25s index. ◆: on the Pareto front (no other "
-                 "config is at least as good on the primary, p95 latency and memory and better on one). Embed s: "
-                 "estimated seconds to embed the chunks from scratch.</p>")
-    return parts

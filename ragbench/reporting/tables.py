@@ -84,14 +84,16 @@ def fit_table(columns: Sequence[Column], rows: Sequence[dict], width: int, *, ti
     return _rich(shown, rows, title, caption, styles, wrap=wrap)
 
 
+def markdown_cell(s: str) -> str:
+    """Text safe in one markdown table cell: ``|`` escaped (config labels hold ``a | b | c``), newlines as spaces."""
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
 def to_markdown(columns: Sequence[Column], rows: Sequence[dict]) -> str:
     """A GitHub-flavoured markdown table of every column."""
-    def cell(s: str) -> str:
-        return s.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(c.header) for c in columns) + " |",
+    lines = ["| " + " | ".join(markdown_cell(c.header) for c in columns) + " |",
              "|" + "|".join("---:" if c.numeric else "---" for c in columns) + "|"]
-    lines += ["| " + " | ".join(cell(c.fmt(r.get(c.key))) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(markdown_cell(c.fmt(r.get(c.key))) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 

@@ -18,7 +18,9 @@ import polars as pl
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.reporting.plots import config_plot
-from ragbench.reporting.report import SweepReport, build_report, leaderboard_markdown, write_html_report
+from ragbench.reporting.model import SweepReport, build_report
+from ragbench.reporting.render_markdown import sweep_description
+from ragbench.reporting.write import write_html_report
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import default_tracking_uri, open_tracker, run_url
 
@@ -71,11 +73,7 @@ def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Sett
     run_id = report.mlflow_run_id
     best = report.best
     url = run_url(default_tracking_uri(settings), tracker.client.get_run(run_id).info.experiment_id, run_id)
-    description = "\n".join([
-        f"# sweep `{report.sweep_id}`", "",
-        f"Dataset {report.dataset_name} (fingerprint `{report.dataset_fingerprint}`), {report.configs.height} "
-        f"configs. Report: `report/report.html` (artifacts of this run), also at `{html}`.", "",
-        leaderboard_markdown(report, limit=20)])
+    description = sweep_description(report, html, limit=20)
     tracker.log_sweep_summary(
         run_id, best_config_id=best, best_name=report.name_of(best), best_label=report.label_of(best),
         best_metrics=store.config_means(report.sweep_id, best),

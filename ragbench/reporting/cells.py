@@ -1,0 +1,74 @@
+"""Display cells and columns of the leaderboard model, shared by the terminal, markdown and CSV renderers."""
+
+from __future__ import annotations
+
+import math
+
+from ragbench.reporting.leaderboard import ANSWER_COLUMNS, Leaderboard
+from ragbench.reporting.tables import Column, number
+
+
+def fmt(v: float | None, digits: int = 4) -> str:
+    """A number with ``digits`` decimals; ``–`` for a missing value (None or NaN)."""
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def value_cell(m: str, ci: bool):
+    """A formatter of a report row's measure ``m``: ``"★ 0.7500"``, with ``" [0.700, 0.800]"`` when ``ci``."""
+    def fmt_row(row: dict) -> str:
+        if row.get(m) is None:
+            return "–" if row.get("status") == "finished" else ""
+        text = f"{row[f'{m}_mark']} {fmt(row[m])}"
+        return text + (f" [{fmt(row[f'{m}_ci_low'], 3)}, {fmt(row[f'{m}_ci_high'], 3)}]" if ci else "")
+    return fmt_row
+
+
+def display_rows(board: Leaderboard) -> list[dict]:
+    """A report's rows (:meth:`Leaderboard.dicts`) with the combined display cells the table and markdown show:
+    ``<m>__cell`` (mark and mean), ``primary__ci``, ``wtl``; an unranked config's retriever cell says why."""
+    rows = board.dicts()
+    p = board.primary
+    for r in rows:
+        for m in board.measures:
+            r[f"{m}__cell"] = value_cell(m, ci=False)(r)
+        r["primary__ci"] = (f"{fmt(r.get(f'{p}_ci_low'), 3)}–{fmt(r.get(f'{p}_ci_high'), 3)}"
+                            if r.get(p) is not None else "")
+        r["wtl"] = ("—" if r.get(f"{p}_mark") == "★" else
+                    f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
+        if r["status"] != "finished":
+            what = "NOT COMPARED" if r["status"] == "not compared" else "FAILED"
+            r["retriever"] = f"{r['retriever']}  {what}: {r['error'] or ''}"
+    return rows
+
+
+def report_columns(board: Leaderboard) -> list[Column]:
+    """Display columns of a report's leaderboard: rank, chunker, model, retriever, the primary measure (mark and
+    mean) and its CI always; then p and W/T/L against the best, the other measures, ms/query and queries."""
+    p = board.primary
+    cols = [Column("#", "rank", number(0), numeric=True, required=True),
+            Column("chunker", "chunker", required=True), Column("model", "model", required=True),
+            Column("retriever", "retriever", required=True),
+            Column(p, f"{p}__cell", numeric=True, required=True, style="bold"),
+            Column("95 % CI", "primary__ci", numeric=True, required=True),
+            Column("p vs best", "p_vs_best", number(4), numeric=True),
+            Column("W/T/L vs best", "wtl", numeric=True)]
+    cols += [Column(m, f"{m}__cell", numeric=True) for m in board.measures if m != p]
+    cols += [Column("ms/query", "ms_per_query", number(1), numeric=True),
+             Column("queries", "queries", number(0), numeric=True)]
+    return cols
+
+
+def sweep_columns(board: Leaderboard) -> list[Column]:
+    """The columns of a sweep's leaderboard: rank and the config's three parts and the primary measure always,
+    then the other measures, the answer columns (when the sweep answered) and the query counts."""
+    cols = [Column("#", "rank", number(0), numeric=True, required=True),
+            Column("chunker", "chunker", required=True), Column("model", "model", required=True),
+            Column("retriever", "retriever", required=True),
+            Column(board.primary, board.primary, number(4), numeric=True, required=True, style="bold")]
+    cols += [Column(m, m, number(4), numeric=True) for m in board.measures[1:]]
+    if board.answers:  # the sweep asked an LLM
+        cols += [Column(h, k, number(3), numeric=True) for h, k in ANSWER_COLUMNS]
+        cols.append(Column("oracle P/Rank/Repr/Dil/Gen", "oracle"))
+    cols += [Column("queries", "queries", number(0), numeric=True),
+             Column("unlabelled", "unlabelled", number(0), numeric=True)]
+    return cols

@@ -1,0 +1,434 @@
+"""The report model: which config won, by how much, how sure we are, and where it wins (built once).
+
+Everything is computed from the DuckDB store (``query_metrics`` holds one value per query, config and measure), so a
+report can be built at any time after a sweep, by another process:
+
+* per config and measure: the mean with a percentile-bootstrap 95 % CI
+  (:func:`ragbench.evaluation.intervals.bootstrap_ci`);
+* paired tests of every pair of configs on the same queries (:func:`ragbench.evaluation.comparison.compare_configs`:
+  randomization test by default, Holm correction over all pairs of the grid), the set "tied with the best"
+  (Holm-adjusted p >= alpha against the best) and win/tie/loss counts against the best;
+* recall@k curves per config, the primary measure per query class, the winner's held-out check, cost and the
+  Pareto front, and chunk statistics (table ``chunk_stats`` when the sweep wrote one).
+
+:func:`build_report` returns a :class:`SweepReport`; one renderer per format reads it (``render_terminal``,
+``render_markdown``, ``render_html``, ``render_json``, ``render_csv``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import polars as pl
+
+from ragbench.config.labels import NO_MODEL, ConfigLabels
+from ragbench.core.errors import RagbenchError
+from ragbench.core.measure_keys import MeasureMap, measure_key, measure_keys
+from ragbench.data.holdout import heldout_key
+from ragbench.data.labels import synthetic_warnings
+from ragbench.evaluation.metrics import document_cutoff, unreached_depth
+from ragbench.evaluation.comparison import Comparison, compare_configs
+from ragbench.reporting.columns import leaderboard_measures, shallow_notes
+from ragbench.reporting.heldout import WinnerHeldOut
+from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
+from ragbench.reporting.pareto import COST_COLUMNS, cost_table
+from ragbench.results.lookup import sweep_primary
+from ragbench.results.store import ResultStore
+
+SUMMARY_SCHEMA = {
+    "config_id": pl.String, "name": pl.String, "measure": pl.String, "mean": pl.Float64, "ci_low": pl.Float64,
+    "ci_high": pl.Float64, "n": pl.Int64, "is_best": pl.Boolean, "tied_with_best": pl.Boolean,
+    "p_vs_best": pl.Float64, "worse_than_best": pl.Boolean, "wins": pl.Int64, "ties": pl.Int64, "losses": pl.Int64}
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """Everything a report shows, as tables.
+
+    Attributes
+    ----------
+    configs : polars.DataFrame
+        One row per config of the sweep: ``config_id, name, status, error, n_queries, n_unlabelled,
+        retrieval_ms_per_query, mlflow_run_id`` and its labels for people: ``chunker, model, retriever, label``
+        (:class:`ragbench.config.labels.ConfigLabels`).
+    summary : polars.DataFrame
+        One row per finished config and measure: ``config_id, name, measure, mean, ci_low, ci_high, n, is_best,
+        tied_with_best, p_vs_best`` (Holm-adjusted p-value of the paired test against that measure's best; NaN
+        for the best itself), ``worse_than_best`` (significantly), ``wins, ties, losses`` (per query, against the
+        best).
+    comparisons : dict
+        Measure -> :class:`ragbench.evaluation.comparison.Comparison` (all pairs).
+    recall_curves : polars.DataFrame
+        ``config_id, name, k, recall`` (mean recall@k over labelled queries) for every recall cutoff stored.
+    per_class : polars.DataFrame
+        ``config_id, name, query_class, n, mean`` of the primary measure (unlabelled queries excluded).
+    chunk_stats : polars.DataFrame or None
+        ``config_id, name, stat, value`` when the store has a ``chunk_stats`` table with rows for this sweep.
+    shallow : dict
+        Document measure -> ``{config_id: documents reached}`` of the configs left out of its comparison: their
+        run named fewer distinct documents than the measure's cutoff for some query
+        (:func:`ragbench.evaluation.metrics.unreached_depth`), so their value was computed on a shallower list.
+    winner_heldout : WinnerHeldOut or None
+        The winner's tuning and held-out scores on the primary measure, when the sweep has a held-out set.
+    dataset_warnings : tuple of str
+        What the reader must know about the questions before trusting the means: synthetic questions that reuse
+        their passage's words, synthetic and real questions mixed
+        (:func:`ragbench.data.labels.synthetic_warnings` of the notes stored with the sweep).
+    costs : polars.DataFrame or None
+        Cost and the Pareto front, one row per ranked config (:func:`ragbench.reporting.pareto.cost_table`).
+    """
+
+    sweep_id: str
+    sweep_name: str
+    dataset_name: str
+    dataset_fingerprint: str
+    status: str
+    primary: str
+    measures: tuple[str, ...]
+    test: str
+    alpha: float
+    configs: pl.DataFrame
+    summary: pl.DataFrame
+    comparisons: dict[str, Comparison]
+    recall_curves: pl.DataFrame
+    per_class: pl.DataFrame
+    chunk_stats: pl.DataFrame | None
+    mlflow_run_id: str | None
+    shallow: dict[str, dict[str, int]] = field(default_factory=dict)
+    winner_heldout: WinnerHeldOut | None = None
+    dataset_warnings: tuple[str, ...] = ()
+    costs: pl.DataFrame | None = None
+
+    @property
+    def best(self) -> str:
+        """config_id of the best config on the primary measure."""
+        return self.comparisons[self.primary].best
+
+    def name_of(self, config_id: str) -> str:
+        """The config's stored name (its identity in DuckDB and MLflow)."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        return row["name"][0] if row.height else config_id
+
+    def label_of(self, config_id: str) -> str:
+        """The config in words (``recursive 128 tok, overlap 0 | all-MiniLM-L6-v2 | hybrid RRF``)."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        return row["label"][0] if row.height else config_id
+
+    def labels_of(self, config_id: str) -> ConfigLabels:
+        """The config's chunker, model and retriever in words."""
+        row = self.configs.filter(pl.col("config_id") == config_id)
+        if not row.height:
+            return ConfigLabels(config_id, NO_MODEL, "")
+        return ConfigLabels(row["chunker"][0], row["model"][0], row["retriever"][0])
+
+    @property
+    def tied_with_best(self) -> list[str]:
+        """Config ids tied with the best on the primary measure (the best excluded), best mean first."""
+        tied = set(self.comparisons[self.primary].tied_with_best) - {self.best}
+        return [c for c in self.leaderboard()["config_id"].to_list() if c in tied]
+
+    def leaderboard(self) -> pl.DataFrame:
+        """Finished configs sorted by the primary measure (best first), one row each, primary columns only."""
+        return (self.summary.filter(pl.col("measure") == self.primary)
+                .sort(["mean", "config_id"], descending=[True, False], nulls_last=True))
+
+    @cached_property
+    def board(self) -> Leaderboard:
+        """The leaderboard rows (:func:`report_leaderboard`), computed once per report."""
+        return report_leaderboard(self)
+
+    @property
+    def headline(self) -> str:
+        """``"<config> wins on <primary>: 0.xxx [lo, hi]; tied with: ...; significantly better than N of M"``."""
+        board = self.leaderboard()
+        best = board.filter(pl.col("config_id") == self.best).row(0, named=True)
+        tied = [self.label_of(c) for c in self.tied_with_best]
+        others = board.filter(pl.col("config_id") != self.best)
+        beaten = int(others["worse_than_best"].sum()) if others.height else 0
+        if len(tied) > 3:  # a long list reads as noise: name the closest runners-up, count the rest
+            tied_text = f"{', '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
+        else:
+            tied_text = ", ".join(tied) if tied else "none"
+        return (f"{self.label_of(self.best)} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
+                f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
+                f"{others.height}")
+
+
+
+def per_query_values(store: ResultStore, sweep_id: str, measures: list[str] | None = None) -> pl.DataFrame:
+    """``config_id, query_id, query_class, measure, value`` of the sweep's finished configs
+    (:meth:`ResultStore.per_query_values`)."""
+    return store.per_query_values(sweep_id, measures)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How a report compares configs: ``primary`` (default: the sweep's), ``measures`` (default: the primary,
+    its held-out score and the leaderboard measures present), the paired ``test``, ``alpha``, ``n_resamples`` and
+    ``seed`` of the randomization test and bootstrap, and ``pairs`` (``vs_best`` or ``all``)."""
+
+    primary: str | None = None
+    measures: tuple[str, ...] | None = None
+    test: str = "randomization"
+    alpha: float = 0.05
+    n_resamples: int = 10_000
+    seed: int = 0
+    pairs: str = "vs_best"
+
+
+def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = None,
+                 measures: tuple[str, ...] | None = None, test: str = "randomization", alpha: float = 0.05,
+                 n_resamples: int = 10_000, seed: int = 0, pairs: str = "vs_best") -> SweepReport:
+    """Compute every table of a sweep's report (see :class:`SweepReport`).
+
+    Statistics are computed for ``measures`` (default: the primary measure plus the
+    :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep, ``recall@{max_k}`` being its
+    deepest recall); failed configs are listed but excluded from the statistics. Its reads share one connection
+    (:meth:`~ragbench.results.store.ResultStore.reading`).
+    """
+    opts = ReportOptions(primary, measures, test, alpha, n_resamples, seed, pairs)
+    with store.reading():
+        return _build_report(store, sweep_id, opts)
+
+
+def _configs_table(store: ResultStore, sweep_id: str) -> pl.DataFrame:
+    """One row per config with its labels for people (chunker, model, retriever, label)."""
+    board = store.leaderboard(sweep_id)
+    labels = [ConfigLabels.from_stored(json.loads(s or "{}"), n)
+              for s, n in zip(board["spec_json"].to_list(), board["name"].to_list())]
+    return (board.select("config_id", "name", "status", "error", "n_queries", "n_unlabelled",
+                         "retrieval_ms_per_query", "mlflow_run_id")
+            .with_columns(pl.Series("chunker", [lb.chunker for lb in labels], pl.String),
+                          pl.Series("model", [lb.model for lb in labels], pl.String),
+                          pl.Series("retriever", [lb.retriever for lb in labels], pl.String),
+                          pl.Series("label", [lb.text for lb in labels], pl.String))
+            .sort("name", nulls_last=True, maintain_order=True))
+
+
+def _chosen_measures(sweep_id: str, primary: str, measures: tuple[str, ...] | None,
+                     available: set[str]) -> tuple[str, ...]:
+    """The measures the report compares; an unknown primary or measure is an error naming what is available."""
+    if primary not in available:
+        raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
+                            f"{', '.join(sorted(available))}")
+    held = heldout_key(primary)
+    if measures is None:  # the held-out score of every config right after the primary it was ranked on
+        measures = (primary, *([held] if held in available else []),
+                    *[m for m in leaderboard_measures(available) if m not in (primary, held) and m in available])
+    unknown = [m for m in measures if m not in available]
+    if unknown:
+        raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
+                            f"{', '.join(sorted(available))}")
+    return tuple(measures)
+
+
+def _compare(pq: pl.DataFrame, measures: tuple[str, ...], shallow: dict[str, dict[str, int]],
+             names: dict[str, str], opts: ReportOptions) -> tuple[dict[str, Comparison], pl.DataFrame]:
+    """Every measure's paired comparison and the summary table (one row per config and measure)."""
+    finished = set(pq["config_id"].unique().to_list())
+    comparisons: dict[str, Comparison] = {}
+    rows = []
+    for m in measures:
+        if set(shallow.get(m, ())) >= finished:
+            continue  # no config reached this cutoff: nothing to compare (the note says so)
+        # a config that reached fewer documents than the cutoff is left out of that measure's comparison
+        kept = pq.filter((pl.col("measure") != m) | ~pl.col("config_id").is_in(list(shallow.get(m, {}))))
+        comp = compare_configs(kept, m, test=opts.test, alpha=opts.alpha, n_resamples=opts.n_resamples,
+                               seed=opts.seed, pairs=opts.pairs)
+        comparisons[m] = comp
+        tied = set(comp.tied_with_best)
+        for s in comp.configs:
+            vs = comp.pair(s.config_id, comp.best) if s.config_id != comp.best else None
+            rows.append({
+                "config_id": s.config_id, "name": names.get(s.config_id, s.config_id), "measure": m,
+                "mean": s.mean, "ci_low": s.ci.low, "ci_high": s.ci.high, "n": s.n,
+                "is_best": s.config_id == comp.best, "tied_with_best": s.config_id in tied,
+                "p_vs_best": vs.p_adjusted if vs else math.nan,
+                "worse_than_best": bool(vs and vs.significant and vs.mean_diff < 0),
+                "wins": vs.wins if vs else 0, "ties": vs.ties if vs else 0, "losses": vs.losses if vs else 0})
+    return comparisons, pl.DataFrame(rows, schema=SUMMARY_SCHEMA)
+
+
+def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> SweepReport:
+    sweep = store.sweep(sweep_id)
+    if sweep is None:
+        raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
+    primary = measure_key(opts.primary) if opts.primary else sweep_primary(store, sweep_id)
+    configs = _configs_table(store, sweep_id)
+    pq = per_query_values(store, sweep_id)
+    if pq.is_empty():
+        raise RagbenchError(f"sweep {sweep_id} has no finished config with results"
+                            + (f" ({configs.height} failed)" if configs.height else ""))
+    available = set(pq["measure"].unique().to_list())
+    measures = _chosen_measures(sweep_id, primary, measure_keys(opts.measures), available)
+    names = dict(configs.select("config_id", "name").iter_rows())
+    stored = {cid: MeasureMap(mets) for cid, (mets, _, _) in store.stored_config_metrics(sweep_id).items()}
+    shallow = {m: refused for m in measures
+               if (refused := {cid: d for cid, mets in stored.items() if (d := unreached_depth(mets, m)) is not None})}
+    if shallow.get(primary) and set(shallow[primary]) >= set(pq["config_id"].unique().to_list()):
+        raise RagbenchError(f"{primary} cannot be compared in sweep {sweep_id}: no config reached "
+                            f"{document_cutoff(primary)} distinct documents for every query; fetch deeper with "
+                            f"retrievers[].documents: {document_cutoff(primary)}")
+    comparisons, summary = _compare(pq, measures, shallow, names, opts)
+    held = heldout_key(primary)
+    labels = dict(configs.select("config_id", "label").iter_rows())
+    winner = None
+    if held in available and primary in comparisons:
+        winner = _winner_heldout(pq, comparisons[primary], held, labels)
+    return SweepReport(
+        sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
+        dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
+        measures=tuple(m for m in measures if m in comparisons), test=opts.test, alpha=opts.alpha,
+        configs=configs, summary=summary, shallow=shallow, comparisons=comparisons,
+        recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
+        chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
+        winner_heldout=winner, costs=_costs(summary, primary, comparisons, stored, configs),
+        dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
+def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[str, str]) -> WinnerHeldOut:
+    """The best config on the tuning set (``comp``) with its mean on the held-out set (NaN values excluded,
+    as for every mean of the report)."""
+    best = comp.config(comp.best)
+    values = pq.filter((pl.col("config_id") == comp.best) & (pl.col("measure") == held)
+                       & pl.col("value").is_not_nan())["value"]
+    return WinnerHeldOut(comp.best, labels.get(comp.best, comp.best), comp.measure, best.mean,
+                         float(values.mean()) if values.len() else math.nan, len(comp.configs), best.n,
+                         values.len())
+
+
+def _costs(summary: pl.DataFrame, primary: str, comparisons: dict[str, Comparison], stored: dict[str, MeasureMap],
+           configs: pl.DataFrame) -> pl.DataFrame | None:
+    """The cost table of the ranked configs (:func:`ragbench.reporting.pareto.cost_table`)."""
+    if primary not in comparisons:
+        return None
+    board = (summary.filter(pl.col("measure") == primary)
+             .sort(["mean", "config_id"], descending=[True, False], nulls_last=True))
+    comp = comparisons[primary]
+    labels = dict(configs.select("config_id", "label").iter_rows())
+    return cost_table(primary, dict(board.select("config_id", "mean").iter_rows()),
+                      set(comp.tied_with_best) | {comp.best}, stored, labels)
+
+
+def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
+    rec = pq.filter(pl.col("measure").str.contains(r"^recall_at_\d+$") & pl.col("value").is_not_nan())
+    return (rec.with_columns(pl.col("measure").str.extract(r"_at_(\d+)$").cast(pl.Int64).alias("k"))
+            .group_by("config_id", "k").agg(pl.col("value").mean().alias("recall"))
+            .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
+            .select("config_id", "name", "k", "recall").sort(["config_id", "k"]))
+
+
+def _per_class(pq: pl.DataFrame, primary: str, names: dict[str, str]) -> pl.DataFrame:
+    sub = pq.filter((pl.col("measure") == primary) & pl.col("value").is_not_nan())
+    return (sub.with_columns(pl.col("query_class").fill_null("(none)"))
+            .group_by("config_id", "query_class")
+            .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("value").mean().alias("mean"))
+            .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
+            .select("config_id", "name", "query_class", "n", "mean").sort(["query_class", "config_id"]))
+
+
+def _chunk_stats(store: ResultStore, sweep_id: str, names: dict[str, str]) -> pl.DataFrame | None:
+    df = store.chunk_stats(sweep_id)
+    if df.is_empty():
+        return None
+    return (df.with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
+            .select("config_id", "name", "stat", pl.col("value").cast(pl.Float64)))
+
+
+
+
+# ---------------------------------------------------------------- the leaderboard and the verdicts, in words
+def mark(row: dict) -> str:
+    """Significance mark against the measure's best: ★ best, ≈ tied (not distinguishable), ▼ significantly worse."""
+    if row["is_best"]:
+        return "★"
+    return "▼" if row["worse_than_best"] else "≈"
+
+
+def resolution(comp: Comparison) -> str:
+    """How fine the test's p-values are: comparisons (Holm), resamples per pair or exact enumeration, and the
+    smallest attainable p before and after the correction."""
+    m = comp.n_comparisons
+    if comp.test != "randomization":
+        return f"Holm over {m} comparison(s), α = {comp.alpha:g}"
+    how = "exact sign-flip enumeration" if comp.exact else (
+        f"R = {comp.n_resamples:,} sign flips per pair ({comp.n_exact} of {m} exact)")
+    return (f"Holm over {m} comparison(s), {how}, smallest p = {comp.p_floor:.1e} × {m} = "
+            f"{comp.p_floor_adjusted:.1e} ‹ α = {comp.alpha:g}")
+
+
+def legend(report: SweepReport) -> str:
+    """What the marks and brackets mean, and why a lower mean can be ≈ while a higher one is ▼."""
+    return (f"★ best · ≈ not significantly different from the best · ▼ significantly worse than the best "
+            f"(paired {report.test} test on the same queries, {resolution(report.comparisons[report.primary])}). "
+            f"CI: 95 % bootstrap interval of the mean. The marks come from per-query "
+            f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
+            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in shallow_notes(report.shallow)))
+
+
+def _cost_cells(report: SweepReport, config_id: str) -> dict:
+    """The config's cost measures, ``on_pareto_front`` and ``cheapest_tied_with_best`` (None when unknown)."""
+    if report.costs is None:
+        return {}
+    row = report.costs.filter(pl.col("config_id") == config_id)
+    if not row.height:
+        return {}
+    r = row.row(0, named=True)
+    return {**{c: r[c] for c in COST_COLUMNS}, "on_pareto_front": r["on_front"],
+            "cheapest_tied_with_best": r["cheapest_tied"]}
+
+
+def _labels(c: dict) -> ConfigLabels:
+    return ConfigLabels(c.get("chunker"), c.get("model"), c.get("retriever"))
+
+
+def report_leaderboard(report: SweepReport) -> Leaderboard:
+    """The report's leaderboard: finished configs best first on the primary measure, each measure with its CI and
+    mark; then the configs too shallow for the primary (``not compared``) and the failed ones, unranked."""
+    by = {(r["config_id"], r["measure"]): r for r in report.summary.iter_rows(named=True)}
+    cfg = {r["config_id"]: r for r in report.configs.iter_rows(named=True)}
+    rows = []
+    for i, row in enumerate(report.leaderboard().iter_rows(named=True), 1):
+        cid = row["config_id"]
+        c = cfg.get(cid, {})
+        judged = {m: Judged(r["mean"], r["ci_low"], r["ci_high"], mark(r))
+                  for m in report.measures if (r := by.get((cid, m)))}
+        vs = VsBest(row["tied_with_best"], row["worse_than_best"], row["p_vs_best"], row["wins"], row["ties"],
+                    row["losses"])
+        rows.append(LeaderboardRow(i, cid, c.get("name"), _labels(c), "finished", None,
+                                   values={m: j.mean for m, j in judged.items()}, judged=judged, vs_best=vs,
+                                   counts=(c.get("retrieval_ms_per_query"), row["n"], c.get("n_unlabelled")),
+                                   extra=_cost_cells(report, cid)))
+    for cid, depth in report.shallow.get(report.primary, {}).items():  # finished, but not comparable on primary
+        c = cfg.get(cid, {})
+        rows.append(LeaderboardRow(None, cid, c.get("name"), _labels(c), "not compared",
+                                   f"reached {depth} distinct documents, fewer than {report.primary}'s cutoff"))
+    for c in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
+        rows.append(LeaderboardRow(None, c["config_id"], c["name"], _labels(c), c["status"], c["error"]))
+    return Leaderboard(report.primary, report.measures, tuple(rows), judged=True, winner=report.winner_heldout)
+
+
+def report_rows(report: SweepReport) -> list[dict]:
+    """One dict per config, best first on the primary measure (failed configs last, rank None): ``rank,
+    config_id, name, chunker, model, retriever, status, error``, for every measure ``m``: ``m`` (mean),
+    ``m_ci_low, m_ci_high, m_mark``; ``tied_with_best, worse_than_best, p_vs_best, wins, ties, losses`` (on the
+    primary), ``ms_per_query, queries, unlabelled`` and the cost cells (:func:`report_leaderboard`)."""
+    return report.board.dicts()
+
+
+def vs_best_rows(report: SweepReport) -> list[dict]:
+    """Every other finished config against the best on the primary measure: ``rank, config_id, name, label,
+    mean, mean_diff`` (config − best), ``p_vs_best`` (Holm), ``significant``, ``wins, ties, losses, n``."""
+    comp = report.comparisons[report.primary]
+    rows = []
+    for r in report_rows(report):
+        if r["rank"] is None or r["config_id"] == comp.best:
+            continue
+        pair = comp.pair(r["config_id"], comp.best)
+        rows.append({"rank": r["rank"], "config_id": r["config_id"], "name": r["name"],
+                     "label": report.label_of(r["config_id"]), "chunker": r["chunker"], "model": r["model"],
+                     "retriever": r["retriever"], "mean": r[report.primary], "mean_diff": pair.mean_diff,
+                     "p_vs_best": pair.p_adjusted, "significant": pair.significant, "mark": r[f"{report.primary}_mark"],
+                     "wins": pair.wins, "ties": pair.ties, "losses": pair.losses, "n": pair.n})
+    return rows

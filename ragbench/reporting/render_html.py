@@ -1,0 +1,212 @@
+"""The report as one self-contained HTML page: Jinja2 templates (``templates/report.html.j2``, autoescaped) with the
+static stylesheet ``templates/report.css`` inlined and the plots embedded as base64 PNG data URIs.
+
+This module turns the :class:`~ragbench.reporting.model.SweepReport` into plain values (numbers already formatted);
+the template lays them out and escapes every text.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+import polars as pl
+
+from ragbench.config.labels import NO_MODEL, ConfigLabels
+from ragbench.reporting.cells import fmt
+from ragbench.reporting.model import SweepReport, legend, resolution, vs_best_rows
+from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
+
+TEMPLATES = Path(__file__).parent / "templates"
+#: most columns one table gets; a wider table is split (chunk statistics, per-class results)
+MAX_TABLE_COLUMNS = 8
+PLOT_TITLES = {"leaderboard": "{primary} with confidence intervals", "recall_curves": "recall@k curves",
+               "per_class": "{primary} per query class"}
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True,
+                              lstrip_blocks=True, keep_trailing_newline=False, undefined=jinja2.StrictUndefined)
+
+
+def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
+    """The report as one self-contained HTML document (no external resource), every table within 1,400 px: the
+    headline, the legend, the leaderboard, each config against the best, plots, per-class results, cost, chunk
+    statistics, and every pair behind a ``<details>``."""
+    env = _environment()
+    return env.get_template("report.html.j2").render(
+        r=report, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
+        generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}", legend=legend(report),
+        heldout=_heldout(report), leaderboard=_leaderboard(report), vs_best=_vs_best(report),
+        plots=[(t := PLOT_TITLES.get(k, k).format(primary=report.primary), t, _data_uri(p)) for k, p in plots.items()],
+        per_class=_per_class(report), costs=_costs(report), chunk_stats=_chunk_stats(report), pairs=_pairs(report))
+
+
+def _data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _config(labels: ConfigLabels, config_id: str, name: str | None) -> dict:
+    """Chunker, model and retriever cells; the stored name and id show on hover."""
+    model = "– (BM25 only)" if labels.model == NO_MODEL else labels.model
+    return {"title": f"{name} ({config_id})", "parts": (labels.chunker, model, labels.retriever)}
+
+
+def _heldout(report: SweepReport) -> dict | None:
+    w = report.winner_heldout
+    if w is None:
+        return None
+    return {"w": w, "tuning": fmt(w.tuning), "heldout": fmt(w.heldout), "sentence": w.sentence(),
+            "drop": "–" if math.isnan(w.drop) else f"{w.drop:+.4f}"}
+
+
+def _leaderboard(report: SweepReport) -> list[dict]:
+    rows = []
+    for row in report.board.rows:
+        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": row.error}
+        if row.rank is not None:
+            mark = row.judged[report.primary].mark if report.primary in row.judged else ""
+            v = row.vs_best
+            r.update(cls="best" if mark == "★" else ("tied" if v.tied_with_best else ""),
+                     cells=[(j.mark, fmt(j.mean), fmt(j.ci_low, 3), fmt(j.ci_high, 3)) if (j := row.judged.get(m))
+                            else None for m in report.measures],
+                     wtl="—" if mark == "★" else f"{v.wins}/{v.ties}/{v.losses}", p=fmt(v.p_vs_best),
+                     ms=fmt(row.counts[0], 1), queries=row.counts[1], unlabelled=row.counts[2] or 0)
+        rows.append(r)
+    return rows
+
+
+def _vs_best(report: SweepReport) -> list[dict]:
+    return [{**r, "config": _config(report.labels_of(r["config_id"]), r["config_id"], r["name"]),
+             "mean": fmt(r["mean"]), "diff": f"{r['mean_diff']:+.4f}", "p": fmt(r["p_vs_best"]),
+             "verdict": "▼ significantly worse" if r["significant"] else "≈ not distinguishable"}
+            for r in vs_best_rows(report)]
+
+
+def _pairs(report: SweepReport) -> dict:
+    comp = report.comparisons[report.primary]
+    rows = []
+    for p in sorted(comp.pairs, key=lambda p: -abs(p.mean_diff)):
+        if p.mean_diff < 0:
+            p = comp.pair(p.config_b, p.config_a)
+        rows.append({"a": report.label_of(p.config_a), "b": report.label_of(p.config_b),
+                     "diff": f"{p.mean_diff:+.4f}", "p": fmt(p.p_value), "p_adj": fmt(p.p_adjusted),
+                     "significant": "yes" if p.significant else "no", "wtl": f"{p.wins}/{p.ties}/{p.losses}"})
+    return {"n": len(comp.pairs), "rows": rows, "best": report.label_of(comp.best), "test": comp.test,
+            "resolution": resolution(comp)}
+
+
+def _per_class(report: SweepReport) -> list[dict]:
+    """Tables of at most :data:`MAX_TABLE_COLUMNS` query classes: per config, each class's mean (the best bold)."""
+    if not report.per_class.height:
+        return []
+    classes = sorted(report.per_class["query_class"].unique().to_list())
+    best_of = dict(report.per_class.group_by("query_class").agg(pl.col("mean").max()).iter_rows())
+    by = {(r["config_id"], r["query_class"]): r for r in report.per_class.iter_rows(named=True)}
+    tables = []
+    for chunk in split(classes, MAX_TABLE_COLUMNS):
+        rows = []
+        for cid in report.leaderboard()["config_id"].to_list():
+            cells = [(f"{r['mean']:.3f}", r["mean"] == best_of.get(c), r["n"]) if (r := by.get((cid, c))) else None
+                     for c in chunk]
+            rows.append((report.label_of(cid), cells))
+        tables.append({"classes": chunk, "rows": rows})
+    return tables
+
+
+def _costs(report: SweepReport) -> dict | None:
+    table = report.costs
+    if table is None or table.is_empty():
+        return None
+    rows = [{"label": r["label"], "cls": "best" if r["cheapest_tied"] else ("tied" if r["on_front"] else ""),
+             "cheapest": r["cheapest_tied"], "primary": f"{r['primary']:.4f}",
+             "cells": (milliseconds(r["latency_p50_ms"]), milliseconds(r["latency_p95_ms"]),
+                       human_bytes(r["index_bytes"]), human_bytes(r["vector_bytes"]), human_bytes(r["memory_bytes"]),
+                       milliseconds(r["embed_seconds"])), "front": "◆" if r["on_front"] else ""}
+            for r in table.iter_rows(named=True)]
+    return {"summary": cost_summary(table, report.primary), "rows": rows}
+
+
+def split(items: list, most: int) -> list[list]:
+    """``items`` in as few even parts as keep each within ``most`` (9 -> 5 + 4, not 8 + 1)."""
+    if not items:
+        return []
+    n = math.ceil(len(items) / most)
+    size = math.ceil(len(items) / n)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _num_format(values: list[float | None]):
+    """A formatter for one column: counts as integers (``213``, ``78,519``) when every value is whole, else
+    shares and ratios with three decimals and larger values with one."""
+    present = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    whole = all(float(v).is_integer() for v in present)
+
+    def fmt_value(v: float | None) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "–"
+        if whole:
+            return f"{int(v):,}"
+        return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}"
+    return fmt_value
+
+
+def _known(v: float | None) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def chunk_stat_groups(report: SweepReport) -> list[tuple[str, dict[str, float | None]]]:
+    """Chunk statistics, one row per chunker and distinct values (token counts differ by the model's tokenizer):
+    ``(label, {stat: value})`` in leaderboard order. A config whose known statistics agree with a row already
+    listed joins that row (a BM25 config has no embedding window; NaN and missing values are unknown), so no
+    chunker is listed twice with the same numbers."""
+    vals: dict[str, dict[str, float | None]] = {}
+    for cid, stat, v in report.chunk_stats.select("config_id", "stat", "value").iter_rows():
+        vals.setdefault(cid, {})[stat] = _known(v)
+    stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
+    board = report.leaderboard()["config_id"].to_list()
+    order = [c for c in board if c in vals] + [c for c in vals if c not in set(board)]
+    groups: list[tuple[str, dict[str, float | None], list[str]]] = []  # chunker, values, configs
+    for cid in order:
+        chunker, mine = report.labels_of(cid).chunker, {s: vals[cid].get(s) for s in stats}
+        for g_chunker, values, cids in groups:
+            if g_chunker == chunker and all(values[s] == v or values[s] is None or v is None
+                                            for s, v in mine.items()):
+                values.update({s: v for s, v in mine.items() if values[s] is None})
+                cids.append(cid)
+                break
+        else:
+            groups.append((chunker, mine, [cid]))
+    variants: dict[str, int] = {}
+    for chunker, _, _ in groups:
+        variants[chunker] = variants.get(chunker, 0) + 1
+    out = []
+    for chunker, values, cids in groups:
+        label = chunker
+        if variants[chunker] > 1:  # token counts differ by the model's tokenizer
+            models = dict.fromkeys("BM25" if report.labels_of(c).model == NO_MODEL else report.labels_of(c).model
+                                   for c in cids)
+            label += f" · tokens of {', '.join(models)}"
+        out.append((label, values))
+    return out
+
+
+def _chunk_stats(report: SweepReport) -> list[dict] | None:
+    """The chunk-statistics tables: size statistics, then boundary shares (``chunks_*``, ``spans_*``), each split
+    into tables of at most :data:`MAX_TABLE_COLUMNS` statistics; None when the sweep stored none."""
+    if report.chunk_stats is None:
+        return None
+    rows = chunk_stat_groups(report)
+    stats = list(dict.fromkeys(report.chunk_stats["stat"].to_list()))
+    boundary = [s for s in stats if s.startswith(("chunks_", "spans_"))]
+    size = [s for s in stats if s not in boundary]
+    formats = {s: _num_format([v.get(s) for _, v in rows]) for s in stats}
+    return [{"headers": [s.replace("_", " ") for s in cols],
+             "rows": [(label, [formats[s](v.get(s)) for s in cols]) for label, v in rows]}
+            for cols in (t for g in (size, boundary) for t in split(g, MAX_TABLE_COLUMNS))]

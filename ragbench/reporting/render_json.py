@@ -1,0 +1,31 @@
+"""The leaderboard model as JSON lines: one object per config, best first, keys sorted, NaN as null."""
+
+from __future__ import annotations
+
+from ragbench.config.labels import ConfigLabels
+from ragbench.reporting.leaderboard import ranked
+from ragbench.reporting.model import SweepReport
+from ragbench.reporting.tables import to_json_lines
+from ragbench.results.outcomes import SweepResult
+
+
+def report_json(report: SweepReport) -> str:
+    """The report's rows (:func:`ragbench.reporting.model.report_rows`) plus ``primary`` (``{"measure": key,
+    "value": mean}``) and ``sweep_id``, one object per line."""
+    return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
+                                     "sweep_id": report.sweep_id} for r in report.board.dicts()]))
+
+
+def json_lines(result: SweepResult) -> list[str]:
+    """One JSON object per config of a sweep, best first by the primary measure: ``rank`` (null for a failed
+    config), ``primary`` (``{"measure": key, "value": mean}``), ``config_id, name, chunker, model, retriever, spec,
+    status, error, metrics`` (every measure key: mean), ``n_queries, n_unlabelled, sweep_id, dataset_fingerprint``."""
+    rows = []
+    for rank, o in ranked(result.outcomes, result.primary):
+        labels = ConfigLabels.from_stored(o.spec, o.name)
+        rows.append({"rank": rank, "primary": {"measure": result.primary, "value": o.metrics.get(result.primary)},
+                     "config_id": o.config_id, "name": o.name, "chunker": labels.chunker, "model": labels.model,
+                     "retriever": labels.retriever, "spec": o.spec, "status": o.status, "error": o.error,
+                     "sweep_id": result.sweep_id, "dataset_fingerprint": result.dataset_fingerprint,
+                     "metrics": dict(o.metrics), "n_queries": o.n_queries, "n_unlabelled": o.n_unlabelled})
+    return to_json_lines(rows)
