@@ -53,6 +53,7 @@ class ConfigResult:
     answers: pl.DataFrame | None = None  # LLM answers and oracle verdicts
     artifacts: dict[str, pl.DataFrame] = field(default_factory=dict)  # further tables for MLflow
     eval_key: str | None = None  # what the results depend on: a later sweep with the same key reuses them
+    measure_versions: dict[str, int] | None = None  # rank measure -> the version its values were computed with
 
     def __post_init__(self):
         if self.measures.height and self.measures["measure"].str.contains(r"[@/]").any():  # ndcg@10 -> ndcg_at_10

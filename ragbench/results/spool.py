@@ -160,7 +160,8 @@ class Spool:
         fields = {"config_id": result.config_id, "name": result.name, "spec": result.spec,
                   "dataset_fingerprint": result.dataset_fingerprint, "n_queries": result.n_queries,
                   "n_unlabelled": result.n_unlabelled, "ms_per_query": result.ms_per_query,
-                  "chunk_stats": result.chunk_stats, "eval_key": result.eval_key}
+                  "chunk_stats": result.chunk_stats, "eval_key": result.eval_key,
+                  "measure_versions": result.measure_versions}
         return self._put(sweep_id, result.config_id, "result", fields, tables)
 
     def put_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
@@ -224,7 +225,7 @@ class Spool:
             tables["rankings"], fields["n_queries"], fields["n_unlabelled"], fields["ms_per_query"],
             chunk_stats=fields["chunk_stats"], **{f: tables.get(f) for f in OPTIONAL_TABLES},
             artifacts={k.removeprefix("artifact:"): v for k, v in tables.items() if k.startswith("artifact:")},
-            eval_key=fields["eval_key"])
+            eval_key=fields["eval_key"], measure_versions=fields.get("measure_versions"))
 
     def quarantine(self, entry: SpoolEntry, why: str) -> Path:
         """Move a damaged entry to ``spool/.quarantine/<sweep id>/`` and say so; its config is evaluated again."""

@@ -88,6 +88,8 @@ ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;
 ALTER TABLE configs ADD COLUMN IF NOT EXISTS eval_key VARCHAR;
 ALTER TABLE configs ADD COLUMN IF NOT EXISTS reused_from VARCHAR;
+-- the rank-measure versions a config's results were computed with (JSON; NULL: before versions, all 1)
+ALTER TABLE configs ADD COLUMN IF NOT EXISTS measure_versions VARCHAR;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
@@ -364,6 +366,9 @@ class ResultStore:
                         [sweep_id, result.config_id, result.name, json.dumps(result.spec, sort_keys=True),
                          result.dataset_fingerprint, result.n_queries, result.n_unlabelled, result.ms_per_query,
                          mlflow_run_id, _now(), result.eval_key])
+            if result.measure_versions is not None:
+                con.execute("UPDATE configs SET measure_versions = ? WHERE sweep_id = ? AND config_id = ?",
+                            [json.dumps(result.measure_versions, sort_keys=True), sweep_id, result.config_id])
 
     def write_config_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
                              error: str, mlflow_run_id: str | None = None) -> None:
@@ -394,6 +399,34 @@ class ResultStore:
                 "QUALIFY row_number() OVER (PARTITION BY c.config_id ORDER BY (c.sweep_id = ?) DESC, "
                 "s.started_at DESC, c.sweep_id DESC) = 1", [prefer]).fetchall()
         return {c: (s, o) for c, s, o in rows}
+
+    def measure_versions(self, sweep_id: str) -> dict[str, dict[str, int]]:
+        """``config_id -> {measure: version}`` of the sweep's finished configs: the rank-measure versions their
+        results were computed with (empty for results stored before versions: every measure at version 1)."""
+        with self.connect(read_only=True) as con:
+            rows = con.execute("SELECT config_id, measure_versions FROM configs WHERE sweep_id = ? AND "
+                               "status = 'finished'", [sweep_id]).fetchall()
+        return {c: json.loads(v) if v else {} for c, v in rows}
+
+    def replace_measures(self, sweep_id: str, config_id: str, per_query: pl.DataFrame, summary: pl.DataFrame,
+                         versions: dict[str, int]) -> None:
+        """Replace some measures of a stored config in one transaction: the rows of every measure in ``summary``
+        (``measure, mean, n, n_unlabelled``) and ``per_query`` (``query_id, query_class, measure, value``) take the
+        place of that measure's stored rows, and ``versions`` becomes the config's measure versions."""
+        keys = pl.DataFrame({"measure": summary["measure"].unique()}, schema={"measure": pl.String})
+        with self.transaction() as con:
+            con.register("replaced", keys.to_arrow())
+            for table, df in (("query_metrics", per_query), ("config_metrics", summary)):
+                con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ? AND measure IN "
+                            "(SELECT measure FROM replaced)", [sweep_id, config_id])
+                con.register("incoming", df.to_arrow())
+                cols = ", ".join(df.columns)
+                con.execute(f"INSERT INTO {table} (sweep_id, config_id, {cols}) SELECT ?, ?, {cols} FROM incoming",
+                            [sweep_id, config_id])
+                con.unregister("incoming")
+            con.unregister("replaced")
+            con.execute("UPDATE configs SET measure_versions = ? WHERE sweep_id = ? AND config_id = ?",
+                        [json.dumps(versions, sort_keys=True), sweep_id, config_id])
 
     def copy_configs(self, to_sweep: str, sources: dict[str, str]) -> None:
         """Copy each config's rows (every per-config table and its ``configs`` row) from ``sources[config_id]``

@@ -17,14 +17,17 @@ versions they were made with): a value that changes while those versions did not
 from __future__ import annotations
 
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import polars as pl
 
 from ragbench.config import RunConfig
+from ragbench.core.cache import ChunkCache
 from ragbench.core.errors import RagbenchError
+from ragbench.core.measure_keys import measure_key_expr
 from ragbench.core.hashing import stable_hash
 from ragbench.core.models import count_tokens, resolve_model
+from ragbench.core.progress import log
 from ragbench.core.spec import Spec, versions_above_one
 from ragbench.data.dataset import Dataset
 from ragbench.data.holdout import HELDOUT_PREFIX, holdout_split
@@ -33,13 +36,15 @@ from ragbench.evaluation.ann import ann_fidelity
 from ragbench.evaluation.cost import serving_latency, size_measures
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
-from ragbench.evaluation.measures import measure_version
+from ragbench.evaluation.measures import Measure, measure_version
 from ragbench.evaluation.metrics import aggregate, document_depth, evaluate_per_query
+from ragbench.evaluation.spans import chunk_level_run_metrics
 from ragbench.generation.stage import answer_in_context_metrics, generation_stage
-from ragbench.results.outcomes import ConfigResult, config_level
+from ragbench.results.outcomes import SUMMARY_SCHEMA, ConfigResult, config_level
+from ragbench.results.store import ResultStore
 from ragbench.retrieval import RetrievalOutput, retrieve
 from ragbench.sweep.plan import ConfigInputs, EvaluationSpec
-from ragbench.sweep.stages import context_tokenizer, evaluate_stage
+from ragbench.sweep.stages import chunk_stage, context_tokenizer, evaluate_stage
 
 #: The version of the evaluation code no component owns (judging, span and budget measures, diagnostics, context
 #: assembly, the oracle, chunk statistics, what is stored): bump it when such a change can alter a stored result,
@@ -185,5 +190,82 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
         dataset_fingerprint=ds.fingerprint, measures=pl.concat([per_query, config_level(level)]),
         rankings=out.run, n_queries=ds.queries.height, n_unlabelled=ds.n_unlabelled,
         ms_per_query=1000 * out.seconds / max(ds.queries.height, 1), chunk_stats=inputs.chunk_stats,
-        diagnostics=reach, ann=ann, answers=answers, artifacts=dict(out.tables))
+        diagnostics=reach, ann=ann, answers=answers, artifacts=dict(out.tables),
+        measure_versions=measure_versions(spec.metrics.measures))
     return result
+
+
+# ---------------------------------------------------------------- measures of a newer version on stored results
+@dataclass(frozen=True)
+class MeasureRefresh:
+    """What a warm rerun does with reusable configs whose stored rank measures are of an older version:
+    ``recompute`` (``config_id -> measure names``) from the stored rankings, or evaluate ``re_evaluate`` again
+    (what their stale measures need is not stored: the unfiltered run of a filtered config, a small-to-big
+    config's parent chunks)."""
+
+    recompute: dict[str, tuple[str, ...]]
+    re_evaluate: frozenset[str]
+
+    def only(self, config_ids) -> "MeasureRefresh":
+        """The refresh of the configs ``config_ids`` only (those the sweep does hold)."""
+        return MeasureRefresh({c: m for c, m in self.recompute.items() if c in config_ids},
+                              self.re_evaluate & frozenset(config_ids))
+
+
+def stale_measures(stored: dict[str, int], spec: EvaluationSpec) -> tuple[str, ...]:
+    """The config's measures whose registered version differs from the ``stored`` one (missing: version 1)."""
+    return tuple(m for m in spec.metrics.measures if stored.get(m, 1) != measure_version(m))
+
+
+def plan_measure_refresh(store: ResultStore, sources: dict[str, str], configs: dict[str, RunConfig],
+                         spec: EvaluationSpec) -> MeasureRefresh:
+    """Which of the reusable configs ``sources`` (``config_id -> sweep holding its results``) have stale measures,
+    and whether those can be recomputed from what is stored (see :class:`MeasureRefresh`)."""
+    stored = {sweep: store.measure_versions(sweep) for sweep in set(sources.values())}
+    recompute: dict[str, tuple[str, ...]] = {}
+    again: set[str] = set()
+    for config_id, sweep in sources.items():
+        stale = stale_measures(stored[sweep].get(config_id, {}), spec)
+        retriever = configs[config_id].retriever
+        if stale and (retriever.parents is not None or retriever.filter is not None):
+            again.add(config_id)
+        elif stale:
+            recompute[config_id] = stale
+    return MeasureRefresh(recompute, frozenset(again))
+
+
+def refresh_measures(store: ResultStore, sweep_id: str, refresh: MeasureRefresh, configs: dict[str, RunConfig],
+                     ds: Dataset, spec: EvaluationSpec, chunk_cache: ChunkCache) -> None:
+    """Recompute the stale measures of ``refresh.recompute`` in the sweep's stored results, from each config's
+    stored rankings and the dataset's labels (chunks from the chunk cache for the chunk-level variants), and
+    replace their rows; nothing is retrieved or embedded. The values are those a full evaluation would store:
+    the same per-query functions on the same ranking (document, ``chunk_`` and ``heldout/`` variants)."""
+    for config_id, stale in refresh.recompute.items():
+        run_config = configs[config_id]
+        rankings = store.rankings(sweep_id, config_id)
+        chunks = chunk_stage(ds, run_config.chunker, chunk_cache) if spec.metrics.spans and ds.spans.height \
+            else None
+        measures = [Measure(name, k, spec.metrics.gain) for name in stale for k in spec.metrics.cutoffs]
+        parts = [_rank_values(ds, rankings, chunks, measures)]
+        if spec.holdout is not None:
+            split = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.holdout_seed)
+            parts = [_rank_values(_only(ds, split.tuning), rankings, chunks, measures),
+                     _rank_values(_only(ds, split.heldout), rankings, chunks, measures)
+                     .with_columns((pl.lit(HELDOUT_PREFIX) + pl.col("measure")).alias("measure"))]
+        per_query = pl.concat(parts).with_columns(measure_key_expr(pl.col("measure")))
+        summary = aggregate(per_query).cast(SUMMARY_SCHEMA)
+        store.replace_measures(sweep_id, config_id, per_query, summary, measure_versions(spec.metrics.measures))
+        log.info("config %s: %s recomputed from its stored rankings (new measure version)", run_config.name,
+                 ", ".join(stale))
+
+
+def _rank_values(ds: Dataset, rankings: pl.DataFrame, chunks: pl.DataFrame | None, measures) -> pl.DataFrame:
+    """The rank measures ``measures`` of the queries of ``ds``, as :func:`evaluate_stage` computes them: on
+    documents, and on chunks (``chunk_`` prefix) when the dataset has span labels."""
+    qids = ds.queries["query_id"].to_list()
+    run = rankings.filter(pl.col("query_id").is_in(pl.Series(qids, dtype=pl.String).implode()))
+    parts = [evaluate_per_query(document_run(run), ds.qrels, qids, measures)]
+    if chunks is not None and ds.spans.height:
+        parts.append(chunk_level_run_metrics(run, chunks, ds.spans, measures, query_ids=qids))
+    return pl.concat(parts).join(ds.queries.select("query_id", "query_class"), on="query_id", how="left")\
+        .select("query_id", "query_class", "measure", "value")

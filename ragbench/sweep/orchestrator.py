@@ -51,7 +51,8 @@ from ragbench.results.store import ResultStore
 from ragbench.results.tracking import open_tracker, sweep_params
 from ragbench.retrieval import RetrievalResources
 from ragbench.sweep.decide import COPY_FAILED, SPOOLED, StoreHolds, decide
-from ragbench.sweep.evaluate import EVALUATION_VERSION, evaluate_config, evaluation_key
+from ragbench.sweep.evaluate import (EVALUATION_VERSION, MeasureRefresh, evaluate_config, evaluation_key,
+                                     plan_measure_refresh, refresh_measures)
 from ragbench.sweep.plan import ChunkerPlan, ConfigInputs, EvaluationSpec
 from ragbench.sweep.runner import Finished, LocalRunner, StageFuture, StageRunner, UpstreamFailed, submit
 from ragbench.sweep.stages import chunk_stage, context_tokenizer, embed_documents_stage, preflight
@@ -194,6 +195,12 @@ class _Sweep:
         getattr(self.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the Prefect run
         eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, self.evaluation) for c in configs}
         results = {} if self.fresh else self._read(lambda: store.reusable_configs(eval_keys, prefer=sweep_id), {})
+        # stored measures of an older version are recomputed from the stored rankings (their config is evaluated
+        # again when that cannot be done, or when the versions cannot be read)
+        by_id = {c.config_id: c for c in configs}
+        refresh = self._read(lambda: plan_measure_refresh(store, {c: s for c, (s, _) in results.items()}, by_id,
+                                                          self.evaluation), MeasureRefresh({}, frozenset(results)))
+        results = {c: v for c, v in results.items() if c not in refresh.re_evaluate}
         plan = decide(configs, eval_keys, StoreHolds(sweep_id, results, self.fresh, self.can_read,
                                                      self.spool.pending(sweep_id)))
         if plan.blocked(SPOOLED):  # this sweep's start waits in the spool: a copy now would come before it
@@ -206,6 +213,12 @@ class _Sweep:
                 log.warning("results.duckdb is held by %s: the %d config(s) earlier sweeps evaluated cannot be "
                             "copied into this sweep, so they are evaluated again", e.holder, len(plan.reused))
                 plan = plan.without_reuse(COPY_FAILED)
+        try:
+            refresh_measures(store, sweep_id, refresh.only(plan.stored), by_id, ds, self.evaluation, self.chunk_cache)
+        except StoreBusyError as e:
+            log.warning("results.duckdb is held by %s: measures of a new version cannot be recomputed in the stored "
+                        "results, so the configs earlier sweeps evaluated are evaluated again", e.holder)
+            plan = plan.without_reuse(COPY_FAILED)
         self.eval_keys, self.reused, stored = plan.eval_keys, plan.reused, plan.stored
         log.info("sweep %s: %d configs (%d already done, %d reused) on %s [%s]: %d docs, %d queries (%d unlabelled)",
                  sweep_id, len(configs), len(plan.done), len(self.reused), ds.name, ds.fingerprint, ds.corpus.height,
