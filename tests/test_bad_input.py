@@ -67,6 +67,21 @@ CASES = {
     "judged empty document": (lambda ds: _edit_jsonl(ds / "corpus.jsonl", _judged_line(ds),
                                                      lambda o: o.update(text=" \n ")),
                               r"corpus.jsonl:\d+: document .* is judged in test.tsv but its text is empty"),
+    # the true cause, not what it leads to
+    "no corpus.jsonl": (lambda ds: (ds / "corpus.jsonl").unlink(),
+                        r"corpus.jsonl: not found; a BEIR folder holds corpus.jsonl, queries.jsonl and qrels"),
+    "corpus _id null": (lambda ds: _edit_jsonl(ds / "corpus.jsonl", 2, lambda o: o.update(_id=None)),
+                        r"corpus.jsonl:2: '_id' must be a non-empty string or an integer, got None"),
+    "query _id empty": (lambda ds: _edit_jsonl(ds / "queries.jsonl", 4, lambda o: o.update(_id=" ")),
+                        r"queries.jsonl:4: '_id' must be a non-empty string or an integer, got ' '"),
+    "span end before start": (lambda ds: _edit_jsonl(ds / "spans" / "test.jsonl", 2,
+                                                     lambda o: o.update(end=o["start"] - 3)),
+                              r"spans/test.jsonl:2: span \[\d+, \d+\) ends before it starts \(end \d+ < start"),
+    "span of no length": (lambda ds: _edit_jsonl(ds / "spans" / "test.jsonl", 2, lambda o: o.update(end=o["start"])),
+                          r"spans/test.jsonl:2: span \[\d+, \d+\) is empty \(end equals start\)"),
+    "span for unknown document": (lambda ds: _edit_jsonl(ds / "spans" / "test.jsonl", 2,
+                                                         lambda o: o.update(doc_id="no-such-doc")),
+                                  r"spans/test.jsonl:2: span for document 'no-such-doc', which is not in corpus.jsonl"),
 }
 
 
@@ -122,8 +137,8 @@ def test_span_labels_for_unknown_queries_unjudged_pairs_and_non_integer_offsets(
     spans = ds / "spans" / "test.jsonl"
     first = json.loads(spans.read_text().splitlines()[0])
     for change, message in [(dict(query_id="nope"), r"test.jsonl:1: span for query 'nope', which is not in"),
-                            (dict(doc_id="nimbus-glossary"), r"test.jsonl:1: span for \(.*\), which test.tsv does not "
-                                                             "judge relevant"),
+                            (dict(doc_id="nimbus-api-admin"), r"test.jsonl:1: span for \(.*\), which test.tsv does not "
+                                                              "judge relevant"),
                             (dict(start="abc"), r"test.jsonl:1: span start and end must be integers"),
                             (dict(start=None), r"test.jsonl:1: span start and end must be integers"),
                             (dict(relevance=-1), r"test.jsonl:1: relevance -1 must be an integer >= 0")]:
@@ -149,3 +164,14 @@ output: {{mlflow: false}}
     res = CliRunner().invoke(app, ["sweep", str(cfg), "--orchestrator", "local", "--home", str(home)])
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "is not a folder" in res.output
+
+
+def test_a_config_path_that_is_a_folder_is_named_as_a_folder(stored, tmp_path):
+    before = _rows(stored)
+    (tmp_path / "configs").mkdir()
+    for args in (["sweep", str(tmp_path / "configs"), "--orchestrator", "local", "--home", str(stored)],
+                 ["datasets", "validate", "--config", str(tmp_path / "configs")]):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert f"{tmp_path / 'configs'}: is a folder, not a config file" in res.output.replace("\n", ""), res.output
+    assert _rows(stored) == before

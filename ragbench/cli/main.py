@@ -258,8 +258,10 @@ def _spec_for(path: Optional[Path], config: Optional[Path], given: dict):
         if path is not None:
             base["path"] = path
     elif path is not None:
+        from ragbench.data.beir import is_beir_folder
+
         fmt = "squad" if path.suffix == ".json" else (
-            "folder" if path.is_dir() and not (path / "corpus.jsonl").is_file() else "beir")
+            "folder" if path.is_dir() and not is_beir_folder(path) else "beir")
         base = {"path": path, "queries": "all", "format": fmt}
     else:
         raise RagbenchError("give a dataset PATH or --config FILE")
@@ -288,7 +290,7 @@ def datasets_validate(
                                                         "(options below then override its fields)")] = None,
     format: Annotated[Optional[str], typer.Option(help="dataset format (beir, squad, folder, ...); default: squad "
                                                        "for a .json file, folder for a folder without corpus.jsonl, "
-                                                       "else beir")] = None,
+                                                       "queries.jsonl or qrels/, else beir")] = None,
     split: Annotated[Optional[str], typer.Option(help="qrels split (default test)")] = None,
     queries: Annotated[Optional[QueriesOption], typer.Option(help="in_qrels or all (default: all without "
                                                                   "--config, to check every query)")] = None,

@@ -40,11 +40,15 @@ def load_beir(spec: DatasetSpec) -> Dataset:
         raise DatasetError(f"{root}: dataset folder not found")
     corpus_path, queries_path = root / "corpus.jsonl", root / "queries.jsonl"
     qrels_path = root / "qrels" / f"{spec.split}.tsv"
+    for required in (corpus_path, queries_path):
+        if not required.is_file():
+            raise DatasetError(f"{required}: not found; a BEIR folder holds corpus.jsonl, queries.jsonl and "
+                               f"qrels/<split>.tsv{_layout_hint(root)}")
 
     empty: dict[str, int] = {}  # empty documents: their line
 
     def corpus_rows():  # checked and converted one line at a time: a large corpus never sits as Python objects
-        for lineno, obj in _unique_ids(corpus_path, _iter_jsonl(corpus_path, ("_id", "text"))):
+        for lineno, obj in _unique_ids(corpus_path, _ids_checked(corpus_path, ("_id", "text"))):
             if not isinstance(obj["text"], str):
                 raise DatasetError(f"{corpus_path}:{lineno}: 'text' must be a string")
             metadata = _mapping(obj, "metadata", f"{corpus_path}:{lineno}")
@@ -57,7 +61,7 @@ def load_beir(spec: DatasetSpec) -> Dataset:
         raise DatasetError(f"{corpus_path}: empty corpus")
     if len(empty) == corpus.height:
         raise DatasetError(f"{corpus_path}: every document's text is empty")
-    query_rows = list(_unique_ids(queries_path, _iter_jsonl(queries_path, ("_id", "text"))))
+    query_rows = list(_unique_ids(queries_path, _ids_checked(queries_path, ("_id", "text"))))
     if not query_rows:
         raise DatasetError(f"{queries_path}: no queries")
     for lineno, obj in query_rows:
@@ -92,6 +96,8 @@ def load_beir(spec: DatasetSpec) -> Dataset:
             where, q, d = f"{spans_path}:{lineno}", str(o["query_id"]), str(o["doc_id"])
             if q not in query_meta:
                 raise DatasetError(f"{where}: span for query {q!r}, which is not in queries.jsonl")
+            if d not in doc_len:  # before the qrels check: an unknown document is the cause, not its judgment
+                raise DatasetError(f"{where}: span for document {d!r}, which is not in corpus.jsonl")
             if (q, d) not in judged:
                 raise DatasetError(f"{where}: span for ({q}, {d}), which {qrels_path.name} does not judge relevant: "
                                    "evidence must sit in a relevant document")
@@ -112,6 +118,29 @@ def load_beir(spec: DatasetSpec) -> Dataset:
                                "spec": spec.model_dump(mode="json", exclude={"name", "path", "holdout"})})
     ds = Dataset(spec.name or root.name, corpus, queries, qrels, spans, fingerprint, tuple(warnings))
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
+
+
+def is_beir_folder(path: Path) -> bool:
+    """Whether ``path`` is meant as a BEIR folder: it holds any of ``corpus.jsonl``, ``queries.jsonl`` or a
+    ``qrels/`` folder (so a BEIR folder missing one of them is reported as such, not read as a folder of files)."""
+    path = Path(path)
+    return path.is_dir() and any(p.exists() for p in (path / "corpus.jsonl", path / "queries.jsonl", path / "qrels"))
+
+
+def _layout_hint(root: Path) -> str:
+    """What the folder holds instead, when a file of the BEIR layout is missing (a misspelt name is the usual cause)."""
+    present = sorted(p.name for p in root.iterdir() if p.suffix == ".jsonl") if root.is_dir() else []
+    return f" (this folder has {', '.join(present)})" if present else ""
+
+
+def _ids_checked(path: Path, required: tuple[str, ...]):
+    """The objects of a JSONL file whose ``_id`` is a non-empty string or an integer; anything else (null, a list,
+    "") is an error naming the line, before any table refers to it."""
+    for lineno, obj in _iter_jsonl(path, required):
+        i = obj["_id"]
+        if isinstance(i, bool) or not isinstance(i, (str, int)) or (isinstance(i, str) and not i.strip()):
+            raise DatasetError(f"{path}:{lineno}: '_id' must be a non-empty string or an integer, got {i!r:.40}")
+        yield lineno, obj
 
 
 def _mapping(obj: dict, key: str, where: str) -> dict:

@@ -156,6 +156,9 @@ def validate_spans(spans: list[tuple], doc_len: dict[str, int], source: str) -> 
     for q, d, s, e, rel, where in spans:
         if d not in doc_len:
             raise DatasetError(f"{where}: span names unknown document {d!r}")
+        if e <= s:  # the cause is the span itself, wherever it lies
+            raise DatasetError(f"{where}: span [{s}, {e}) " + ("is empty (end equals start)" if e == s else
+                               f"ends before it starts (end {e} < start {s})") + "; spans are [start, end)")
         if not (0 <= s < e <= doc_len[d]):
             raise DatasetError(f"{where}: span [{s}, {e}) lies outside document {d!r} of length {doc_len[d]}")
         by_pair.setdefault((q, d), []).append((s, e, rel, where))
