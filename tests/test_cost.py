@@ -118,11 +118,11 @@ def test_embed_seconds_is_the_embed_stages_own_rate_when_it_encoded_the_chunks(t
     it measured (no second encode of a sample); a fresh sweep whose vectors all come from the cache estimates on a
     sample."""
     from ragbench.config import load_config
-    from ragbench.sweep import orchestrator, run_sweep
+    from ragbench.sweep import run_sweep, work
 
     sampled = []
-    estimate = orchestrator.embed_seconds_estimate
-    monkeypatch.setattr(orchestrator, "embed_seconds_estimate",
+    estimate = work.embed_seconds_estimate
+    monkeypatch.setattr(work, "embed_seconds_estimate",
                         lambda *a, **k: sampled.append(1) or estimate(*a, **k))
     cfg = load_config(write_config(tmp_path / "rate.yaml", f"""name: rate
 dataset: {{path: {DEMO}, queries: all}}

@@ -78,7 +78,7 @@ def test_embedder_window_truncation_is_stored_and_warned_next_to_the_score(cold,
 
 def test_an_unchanged_rerun_reuses_every_config_and_says_from_which_sweep(cold, home, settings, monkeypatch):
     cfg, first, _ = cold
-    import ragbench.sweep.orchestrator as orch
+    import ragbench.sweep.work as orch  # the stage functions the sweep's graph calls
 
     def no_evaluation(*a, **k):
         raise AssertionError("a reused config was evaluated again")

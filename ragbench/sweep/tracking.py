@@ -1,0 +1,110 @@
+"""A sweep's MLflow lifecycle, apart from the orchestration: the parent run opened once the sweep id is known (each
+config's child run is logged by the result writer it is handed to), plots and the k sweep on the parent run, and
+the run closed with the sweep's status.
+
+The orchestrator sees only :class:`SweepTracking`: :func:`open_sweep_tracking` returns one (a no-op one when MLflow
+is off or unreachable: results then go to DuckDB only), and calls to it never raise.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+import polars as pl
+
+from ragbench.config import SweepConfig
+from ragbench.core.progress import log
+from ragbench.core.settings import Settings
+from ragbench.results.outcomes import ConfigOutcome
+from ragbench.results.tracking import open_tracker, sweep_params
+
+
+class SweepTracking(Protocol):
+    """What the orchestrator tells the tracking of a sweep."""
+
+    def log_k_sweep(self, table: pl.DataFrame, config_name: str) -> None: ...
+
+    def close(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None: ...
+
+
+class NoTracking:
+    """MLflow off (or unreachable): nothing is logged."""
+
+    def log_k_sweep(self, table: pl.DataFrame, config_name: str) -> None:
+        pass
+
+    def close(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None:
+        pass
+
+
+class MlflowTracking:
+    """The sweep's MLflow parent run ``parent_run`` on ``tracker``."""
+
+    def __init__(self, tracker, parent_run: str):
+        self.tracker, self.parent_run = tracker, parent_run
+
+    def log_k_sweep(self, table: pl.DataFrame, config_name: str) -> None:
+        """The k-sweep table and its plot as artifacts of the parent run."""
+        try:
+            from ragbench.reporting.plots import plot_k_sweep  # matplotlib: only when a plot is drawn
+
+            with tempfile.TemporaryDirectory() as tmp:
+                table.write_parquet(Path(tmp) / "k_sweep.parquet")
+                plot_k_sweep(table, Path(tmp) / "k_sweep.png", title=f"k sweep: {config_name}")
+                for name in ("k_sweep.parquet", "k_sweep.png"):
+                    self.tracker.client.log_artifact(self.parent_run, str(Path(tmp) / name), "plots")
+        except Exception as e:
+            log.warning("MLflow: could not log the k sweep: %s", e)
+
+    def close(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None:
+        """The sweep's plots, its counts and its status (FINISHED, or FAILED when a config failed)."""
+        try:
+            _log_sweep_plots(self.tracker, self.parent_run, outcomes)
+            self.tracker.finish_sweep(self.parent_run, {"configs_failed": n_failed, "configs": n_configs},
+                                      "FINISHED" if n_failed == 0 else "FAILED")
+        except Exception as e:
+            log.warning("MLflow: could not close the sweep run: %s", e)
+
+
+def open_sweep_tracking(settings: Settings, cfg: SweepConfig, experiment: str, sweep_id: str,
+                        dataset_fingerprint: str, writer, n_reused: int) -> SweepTracking:
+    """Open (or find, on resume) the sweep's parent run in ``experiment`` and hand it to ``writer`` (which logs each
+    config's child run); ``n_reused`` configs are tagged as reused (their runs are those of the sweeps that
+    evaluated them). MLflow off or unreachable: a :class:`NoTracking`, with a warning when it was wanted."""
+    if not cfg.output.mlflow:
+        return NoTracking()
+    tracker = open_tracker(settings, experiment)
+    if tracker is None:
+        return NoTracking()
+    try:
+        parent_run = tracker.sweep_run(sweep_id, cfg.name, sweep_params(cfg.dataset.model_dump(mode="json"),
+                                                                        dataset_fingerprint))
+        writer.tracker = tracker
+        writer.set_sweep_mlflow_run(parent_run)
+        if n_reused:
+            tracker.client.set_tag(parent_run, "ragbench.reused_configs", str(n_reused))
+    except Exception as e:
+        log.warning("MLflow unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` later",
+                    str(e).splitlines()[0][:200])
+        return NoTracking()
+    return MlflowTracking(tracker, parent_run)
+
+
+def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) -> None:
+    """Evidence recall vs context budget and recall vs k, one line per config, on the sweep's parent run."""
+    done = {o.name: o.metrics for o in outcomes if o.status == "finished" and o.metrics}
+    if not done:
+        return
+    from ragbench.reporting.plots import metric_curve  # matplotlib: only when a plot is drawn
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [metric_curve(done, "recall@", "", Path(tmp) / "recall_at_k.png", title="Document recall@k",
+                              xlabel="k", logx=True)]
+        if any(k.startswith("evidence_recall_at_") for m in done.values() for k in m):
+            paths.append(metric_curve(done, "evidence_recall@", "tok", Path(tmp) / "evidence_recall_vs_budget.png",
+                                      title="Evidence recall within a context budget", xlabel="budget (tokens)",
+                                      logx=True))
+        for p in paths:
+            tracker.client.log_artifact(parent_run, str(p), artifact_path="plots")
