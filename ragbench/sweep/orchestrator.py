@@ -204,7 +204,7 @@ class _Sweep:
 
     def _decide(self, configs: list[RunConfig], sweep_id: str, work: StageWork) -> SweepPlan:
         """The plan (:func:`~ragbench.sweep.decide.decide`) on what the store holds; reused results are copied
-        into this sweep here (when that fails, they run instead)."""
+        into this sweep, and their measures of an older version recomputed, by :meth:`_reuse`."""
         ds, store, fresh = self.ds, self.store, self.options.fresh
         eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, work.evaluation) for c in configs}
         results = {} if fresh else self._read(lambda: store.reusable_configs(eval_keys, prefer=sweep_id), {})
@@ -216,6 +216,22 @@ class _Sweep:
         results = {c: v for c, v in results.items() if c not in refresh.re_evaluate}
         plan = decide(configs, eval_keys, StoreHolds(sweep_id, results, fresh, self.can_read,
                                                      self.spool.pending(sweep_id)))
+        plan = self._reuse(plan, refresh, by_id, work)
+        work.eval_keys = plan.eval_keys
+        log.info("sweep %s: %d configs (%d already done, %d reused) on %s [%s]: %d docs, %d queries (%d unlabelled)",
+                 sweep_id, len(configs), len(plan.done), len(plan.reused), ds.name, ds.fingerprint, ds.corpus.height,
+                 ds.queries.height, ds.n_unlabelled)
+        for d in plan.decisions:
+            if d.action == "reuse":
+                log.info("config %s: reused the results of sweep %s (same data, config, evaluation settings and "
+                         "evaluation version %d; --fresh re-evaluates)", d.config.name, d.origin, EVALUATION_VERSION)
+        return plan
+
+    def _reuse(self, plan: SweepPlan, refresh: MeasureRefresh, by_id: dict[str, RunConfig],
+               work: StageWork) -> SweepPlan:
+        """Copy the reused configs' rows into this sweep and recompute their stale measures; what cannot be
+        copied or recomputed (the store is busy) is run instead."""
+        store, sweep_id = self.store, plan.sweep_id
         if plan.blocked(SPOOLED):  # this sweep's start waits in the spool: a copy now would come before it
             log.warning("results.duckdb is held by another process: the %d config(s) earlier sweeps evaluated are "
                         "evaluated again", plan.blocked(SPOOLED))
@@ -227,19 +243,12 @@ class _Sweep:
                             "copied into this sweep, so they are evaluated again", e.holder, len(plan.reused))
                 plan = plan.without_reuse(COPY_FAILED)
         try:
-            refresh_measures(store, sweep_id, refresh.only(plan.stored), by_id, ds, work.evaluation, work.chunk_cache)
+            refresh_measures(store, sweep_id, refresh.only(plan.stored), by_id, self.ds, work.evaluation,
+                             work.chunk_cache)
         except StoreBusyError as e:
             log.warning("results.duckdb is held by %s: measures of a new version cannot be recomputed in the stored "
                         "results, so the configs earlier sweeps evaluated are evaluated again", e.holder)
             plan = plan.without_reuse(COPY_FAILED)
-        work.eval_keys = plan.eval_keys
-        log.info("sweep %s: %d configs (%d already done, %d reused) on %s [%s]: %d docs, %d queries (%d unlabelled)",
-                 sweep_id, len(configs), len(plan.done), len(plan.reused), ds.name, ds.fingerprint, ds.corpus.height,
-                 ds.queries.height, ds.n_unlabelled)
-        for d in plan.decisions:
-            if d.action == "reuse":
-                log.info("config %s: reused the results of sweep %s (same data, config, evaluation settings and "
-                         "evaluation version %d; --fresh re-evaluates)", d.config.name, d.origin, EVALUATION_VERSION)
         return plan
 
     def _execute(self, configs: list[RunConfig], work: StageWork, recorder: Recorder) -> list[ConfigOutcome]:
