@@ -85,7 +85,30 @@ def test_only_the_settings_module_reads_the_environment():
 
 
 def test_readme_layout_names_every_stage_package():
-    readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("## Layout"):].split("```")[1]
+    layout = (ROOT / "docs" / "layout.md").read_text()  # the manual's layout page
+    block = layout[layout.index("# Layout"):].split("```")[1]
     listed = re.findall(r"^  (\w+)/", block, flags=re.M)
     assert sorted(listed) == sorted(LAYERS)
+
+
+def _too_big(path: Path) -> list[str]:
+    """Classes over 200 lines, functions over 60 lines or over 8 parameters (``self``/``cls`` not counted)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        lines = (node.end_lineno or node.lineno) - node.lineno + 1 if hasattr(node, "lineno") else 0
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ClassDef) and lines > 200:
+            found.append(f"{where} class {node.name}: {lines} lines")
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+            n = len([p for p in params if p.arg not in ("self", "cls")])
+            if lines > 60 or n > 8:
+                found.append(f"{where} {node.name}: {lines} lines, {n} parameters")
+    return found
+
+
+def test_the_sweep_reads_as_its_plan_no_class_over_200_lines_no_function_over_60_or_over_8_parameters():
+    files = sorted((PKG / "sweep").rglob("*.py"))
+    assert len(files) >= 8  # decide, graph, work, recording, ksweep, tracking, orchestrator ... (not an empty glob)
+    assert [f for path in files for f in _too_big(path)] == []
