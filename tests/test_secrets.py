@@ -28,6 +28,28 @@ def test_redact_masks_urls_named_values_bearer_tokens_and_key_shapes():
         "generation": {"endpoint": "http://***@h/v1", "k": [1, "p=q"]}}
 
 
+def test_masking_touches_secrets_only_not_paths_or_words_that_name_a_secret():
+    # a file or a dotted key whose name says secret is not a variable holding one: nothing of it is masked
+    ordinary = ["/etc/passwd: no questions file (questions.csv, .jsonl or .yaml)",
+                "/home/u/secret: a questions file is .csv, .tsv, .jsonl, .yaml or .yml, not no suffix",
+                r"C:\keys\token: not found", "secret.yaml: no such config file", "./password: is a folder",
+                "generation.api_key: Input should be a valid string", "~/.token: permission denied",
+                "max_tokens: 256; token_budget: 512"]
+    for text in ordinary:
+        assert redact(text) == text
+    # ...while a variable, key or header named as a secret is masked wherever it stands
+    secret = {"PASSWORD=hunter2 and more": "PASSWORD=*** and more",
+              "env SECRET: s3cr3tvalue": "env SECRET: ***",
+              "{'api_key': 'abc123'}": "{'api_key': '***'}",
+              "https://h/v1?x=1&token=abc123&y=2": "https://h/v1?x=1&token=***&y=2",
+              "failed: client_secret=zz99 at /etc/passwd: x": "failed: client_secret=*** at /etc/passwd: x",
+              f"/srv/{SECRET}/x": "/srv/***/x"}
+    for text, masked in secret.items():
+        assert redact(text) == masked, text
+    assert redact_obj({"api_key": "abc123", "db_password": "hunter2", "max_tokens": "256", "token_budget": 512}) == {
+        "api_key": "***", "db_password": "***", "max_tokens": "256", "token_budget": 512}
+
+
 def test_a_key_in_the_endpoint_url_reaches_no_log_no_file_and_no_mlflow(tmp_path):
     home = tmp_path / "home"
     cfg = write_config(tmp_path / "s.yaml", f"""name: secrets
