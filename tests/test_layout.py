@@ -1,5 +1,5 @@
 """The package layout shows the pipeline: one subpackage per stage, imports flow one way, no import circle, the
-environment read in one module, and the README's layout matches the folders."""
+environment read in one module, and the manual's layout page (docs/layout.md) matches the folders."""
 
 from __future__ import annotations
 

@@ -42,9 +42,10 @@ def _client(home: Path):
 
 
 def _readme_block(lang: str, containing: str) -> str:
-    blocks = re.findall(rf"```{lang}\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    page = ROOT / "docs" / "getting-started.md"  # the manual's page with the SQL and the MLflow search
+    blocks = re.findall(rf"```{lang}\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
     found = [b for b in blocks if containing in b]
-    assert found, f"no ```{lang} block with {containing!r} in README.md"
+    assert found, f"no ```{lang} block with {containing!r} in {page.name}"
     return found[0]
 
 

@@ -5,25 +5,8 @@ overrides such as ``home=``) and pass it down; library code never reads ``os.env
 third-party libraries read from the environment (Hugging Face offline mode) and the log level are applied once by
 :meth:`Settings.apply`.
 
-=================================  ======================================================================
-variable                           setting
-=================================  ======================================================================
-``RAGBENCH_HOME``                  ``home``: caches, DuckDB, embedded Qdrant, MLflow store (./.ragbench)
-``MLFLOW_TRACKING_URI``            ``mlflow_tracking_uri`` (default: SQLite under home)
-``RAGBENCH_QDRANT_URL`` / ``_API_KEY``  a Qdrant server instead of the embedded Qdrant Edge
-``RAGBENCH_LOG_LEVEL``             ``log_level`` (INFO)
-``RAGBENCH_PROGRESS``              ``progress``: 0 hides progress bars
-``RAGBENCH_ALLOW_DOWNLOAD``        1 lets models download from a hub (default: offline)
-``RAGBENCH_MIN_FREE_BYTES``        disk reserve kept free by the disk-space guard (200 MB)
-``RAGBENCH_EMBED_SEGMENT_ROWS``    vectors per cache segment written while embedding (512)
-``RAGBENCH_TOOLS``                 tools cache: llama-server and GGUF models (~/.cache/ragbench/tools)
-``RAGBENCH_LLAMA_SERVER``          an explicit llama-server binary
-``RAGBENCH_LLM_MODEL``             the default local LLM (a registry name or a .gguf path)
-``RAGBENCH_SERVING_HOME``          the home a promoted model serves from, when it moved since promotion
-``RAGBENCH_DASK_ADDRESS``          a Dask scheduler (tcp://host:8786) that runs the embedding shards
-``RAGBENCH_RESULTS_BUSY_WAIT``     seconds a sweep waits for a busy results.duckdb before it spools a result (5)
-``RAGBENCH_RESULTS_FINAL_WAIT``    seconds a sweep waits at its end to merge spooled results (300)
-=================================  ======================================================================
+Every variable, the setting it fills and its default are listed on the generated settings page of the manual
+(docs/reference/settings.md, written from this class and :meth:`Settings.from_env` at build time).
 """
 
 from __future__ import annotations
@@ -45,24 +28,39 @@ def _flag(value: str | None, default: bool) -> bool:
 class Settings:
     """Where ragbench keeps its state and which servers it talks to."""
 
+    #: caches, DuckDB, embedded Qdrant and the MLflow store
     home: Path = DEFAULT_HOME
+    #: an MLflow server (none: SQLite under the home)
     mlflow_tracking_uri: str | None = None
+    #: a Qdrant server instead of the embedded Qdrant Edge
     qdrant_url: str | None = None
+    #: the Qdrant server's API key (never logged)
     qdrant_api_key: str | None = field(default=None, repr=False)
+    #: log level of the ragbench logger
     log_level: str = "INFO"
+    #: progress bars (0 hides them)
     progress: bool = True
+    #: 1 lets unknown model names download from a hub (default: offline)
     allow_download: bool = False
+    #: disk reserve kept free by the disk-space guard before embedding and indexing
     min_free_bytes: int = 200 * 1024 * 1024
+    #: vectors per cache segment written while embedding
     embed_segment_rows: int = 512
+    #: tools cache: the llama-server build and GGUF models
     tools_dir: Path = Path("~/.cache/ragbench/tools")
+    #: an explicit llama-server binary
     llama_server: Path | None = None
+    #: the default local LLM (a registry name or a .gguf path)
     llm_model: str | None = None
+    #: the home a promoted model serves from, when it moved since promotion
     serving_home: Path | None = None
+    #: a Dask scheduler (tcp://host:8786) that runs the embedding shards
     dask_address: str | None = None
     #: how long a sweep waits for results.duckdb held by another process before a result goes to the spool
     results_busy_wait_s: float = 5.0
     #: how long a sweep waits at its end for that process to let go, to merge the spooled results
     results_final_wait_s: float = 300.0
+    #: who promotes (recorded with each promotion)
     user: str = "unknown"
     #: the environment the settings were read from: secrets named by a config (``api_key_env``) are looked up here
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
