@@ -11,7 +11,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: setup llm services browser demo test bench
+.PHONY: setup llm services browser demo test test-fast test-unit bench
 setup: $(BIN)/.installed
 
 # the local LLM server for end-to-end answer accuracy: llama.cpp's llama-server built once (4-20 min on 2 cores)
@@ -30,13 +30,24 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	{ if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -q && apt-get install -y -q chromium; \
-	  else echo "chromium not found and not root: tests/test_morning.py skips its browser test"; fi; }
+	  else echo "chromium not found and not root: the HTML report's browser test skips"; fi; }
 
 demo: setup
 	$(BIN)/ragbench sweep configs/demo.yaml
 
+# every test: the unit, integration and system tiers (tests/TIERS.tsv), with the LLM, the servers and the browser
 test: setup llm services browser
 	RAGBENCH_REQUIRE_LLM=1 $(BIN)/python -m pytest -q
+
+# the lane to run while working: the unit tier and the quick integration tests (marked `fast` from tests/TIERS.tsv),
+# no LLM, server or browser needed; once the tests live in tier folders, the system tier is not even collected
+FAST_TESTS = $(wildcard tests/unit tests/integration)
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "(unit or fast) and not slow" $(FAST_TESTS)
+
+# no model, no server, no database or index engine
+test-unit: setup
+	$(BIN)/python -m pytest -q -m unit $(wildcard tests/unit)
 
 bench: setup
 	$(BIN)/python benchmarks/embed_stage.py

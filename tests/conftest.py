@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import logging
 import os
@@ -20,6 +21,8 @@ import pytest
 from ragbench.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+FIXTURES = TESTS / "fixtures"
 DEMO = ROOT / "datasets" / "demo"
 SCIFACT = (ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
 
@@ -30,6 +33,75 @@ os.environ["RAGBENCH_PROGRESS"] = "0"
 #: the MLflow URIs of the environment the tests started in (a module-scoped fixture's promote runs before any
 #: function fixture could save them, so they are taken here, once)
 _MLFLOW_ENV = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
+
+
+#: the test tiers, each a folder of tests/ and a marker; `fast` marks the integration tests of `make test-fast`
+TIERS = ("unit", "integration", "system")
+TIER_PLAN = TESTS / "TIERS.tsv"
+
+
+@dataclass(frozen=True)
+class Tier:
+    """Where a test file belongs: ``name`` one of TIERS, ``fast`` whether it runs in `make test-fast`."""
+
+    name: str
+    fast: bool
+
+
+def read_tier_plan(path: Path = TIER_PLAN) -> dict[str, Tier]:
+    """tests/TIERS.tsv (columns old_path, new_path, tier, seconds, reason, fast; paths from the repository root) as
+    {path: Tier}, under both the old and the new path, so a file is marked alike before and after
+    scripts/move_tests.py moves it. A missing plan is an empty one."""
+    if not path.exists():
+        return {}
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    plan = {}
+    for row in rows:
+        tier = Tier(row["tier"], row["fast"] == "yes")
+        plan[row["old_path"]] = plan[row["new_path"]] = tier
+    return plan
+
+
+def tier_of(path: str, plan: dict[str, Tier]) -> Tier | None:
+    """The tier of the test file at ``path`` (from the repository root): its folder decides (tests/unit/... is
+    unit), else the plan; ``fast`` only from the plan. None for a top-level file the plan does not list."""
+    planned = plan.get(path)
+    parts = path.split("/")
+    if len(parts) > 2 and parts[1] in TIERS:
+        return Tier(parts[1], planned is not None and planned.fast)
+    return planned
+
+
+_UNTIERED = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(config, items):
+    """Marks every test with its tier (and ``fast``), so `-m "unit or fast"` selects the fast lane in either layout;
+    files without a tier are named in the summary."""
+    plan = read_tier_plan()
+    untiered = set()
+    for item in items:
+        if not item.path.resolve().is_relative_to(ROOT):
+            continue  # a test collected from elsewhere (a copy in a tmp dir) has no place in the plan
+        path = item.path.resolve().relative_to(ROOT).as_posix()
+        tier = tier_of(path, plan)
+        if tier is None:
+            untiered.add(path)
+            continue
+        item.add_marker(tier.name)
+        if tier.fast:
+            item.add_marker("fast")
+    config.stash[_UNTIERED] = sorted(untiered)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Names the test files that have no tier yet (they still run in `make test`, never in `make test-fast`)."""
+    untiered = config.stash.get(_UNTIERED, [])
+    if untiered:
+        terminalreporter.write_line(f"test files without a tier (not in a tier folder nor in tests/TIERS.tsv): "
+                                    f"{', '.join(untiered)}")
 
 
 @pytest.fixture(autouse=True)
