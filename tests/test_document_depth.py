@@ -17,7 +17,8 @@ from conftest import DEMO, SCIFACT, requires_scifact, write_config
 
 from ragbench.config import load_config
 from ragbench.evaluation.metrics import document_cutoff, document_depth, unreached_depth
-from ragbench.promotion.registry import PromotionRefused, promote
+from ragbench.promotion.production import PromotionRequest, promote
+from ragbench.promotion.promotion_gate import PromotionRefused
 from ragbench.reporting.columns import shallow_notes
 from ragbench.reporting.report import build_report, report_rows
 from ragbench.reporting.terminal import leaderboard_rows
@@ -128,7 +129,7 @@ def test_a_cutoff_a_config_did_not_reach_is_refused_everywhere(depth_sweep):
     assert f"fewest {depth}" in " ".join(shallow_notes(rep.shallow))
     # and the promotion gate refuses it
     with pytest.raises(PromotionRefused, match=rf"only {depth} distinct documents"):
-        promote(store, result.sweep_id, shallow.config_id)
+        promote(store, PromotionRequest(result.sweep_id, shallow.config_id))
     assert not math.isnan(by["until-20"].metrics["recall@20"])
 
 

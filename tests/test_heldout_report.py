@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
-from ragbench.promotion.registry import check_promotion_gate
+from ragbench.promotion.promotion_gate import check_promotion_gate
 from ragbench.reporting.report import build_report, leaderboard_markdown, render_html
 from ragbench.reporting.terminal import leaderboard_text
 from ragbench.results.outcomes import ConfigResult

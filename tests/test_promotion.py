@@ -9,6 +9,7 @@ query id; production never evaluated on the data means no evidence.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import polars as pl
@@ -18,9 +19,11 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.core.settings import Settings
-from ragbench.promotion.registry import check_promotion_gate, collection_alias
+from ragbench.promotion.collection_alias import collection_alias
+from ragbench.promotion.promotion_gate import check_promotion_gate
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
+from ragbench.results.store_promotions import Promotion
 
 SWEEP = f"""name: e2e
 dataset:
@@ -204,3 +207,33 @@ def test_gate_pairs_production_from_another_sweep_on_the_same_data(tmp_path):
     assert not worse.allowed and "already in production" in worse.evidence
     none = check_promotion_gate(store, "other", "cand2")  # production never evaluated on fpB: no evidence, refused
     assert not none.allowed and "never evaluated on dataset fpB" in none.evidence and none.p_value is None
+
+
+# ---------------------------------------------------------------- the promotions table alone
+def _record(config_id: str, at: datetime, **changes) -> Promotion:
+    fields = dict(promoted_at=at, sweep_id="s1", config_id=config_id, name=f"cfg-{config_id}",
+                  spec={"chunker": {"kind": "whole"}}, dataset_fingerprint="fpA", primary_measure="ndcg_at_10",
+                  primary_value=0.5, p_value=0.01, forced=False, reason=None, who="ana",
+                  mlflow_model_version="1", collection=f"rb_{config_id}", active=False, evidence="e")
+    return Promotion(**{**fields, **changes})
+
+
+def test_promotions_are_recorded_one_live_and_restored(tmp_path):
+    """record_promotion stores the record as the only live one (its active/rolled_back_at are not read);
+    restore_promotion rolls the live one back and revives the earlier one; records read back field for field."""
+    store = ResultStore(tmp_path / "results.duckdb")
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    first = _record("a", t0, reason="first", forced=True, p_value=None)
+    second = _record("b", t0.replace(hour=1), model_name="other-model", mlflow_model_version="7", collection=None,
+                     rolled_back_at=t0)
+    store.record_promotion(first)
+    store.record_promotion(second)
+    live = store.promotion_records(active=True)
+    assert live == [replace(second, active=True, rolled_back_at=None)]
+    assert store.promotion_records(active=False) == [replace(first, active=False)]
+    assert [p.config_id for p in store.promotion_records()] == ["b", "a"]  # newest first
+    back = t0.replace(hour=2)
+    store.restore_promotion(first.promoted_at, "a", rolled_back_at=back)
+    assert store.promotion_records(active=True) == [replace(first, active=True)]
+    assert store.promotion_records(rolled_back=True) == [replace(second, active=False, rolled_back_at=back)]
+    assert store.promotion_records(before=second.promoted_at) == [replace(first, active=True)]

@@ -21,7 +21,8 @@ from ragbench.results.doctor import examine
 from ragbench.results.outcomes import ConfigResult, config_level
 from ragbench.results.record import record
 from ragbench.results.spool import Spool
-from ragbench.results.store import PER_CONFIG_TABLES, ResultStore
+from ragbench.results.store import ResultStore
+from ragbench.results.store_schema import PER_CONFIG_TABLES
 
 SWEEP = f"""name: spooled
 dataset: {{path: {DEMO}, queries: all}}

@@ -126,7 +126,7 @@ def sweep(
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers
     from ragbench.reporting.terminal import leaderboard_table, leaderboard_text
-    from ragbench.results.store import STORAGE_ERRORS
+    from ragbench.results.store_connection import STORAGE_ERRORS
     from ragbench.sweep import preflight, sweep_settings
 
     fmt = Format.json if json_out else fmt

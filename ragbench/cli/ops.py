@@ -216,13 +216,14 @@ def register(app: typer.Typer) -> None:
         """
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import console, stdout
-        from ragbench.promotion.registry import PromotionRefused
-        from ragbench.promotion.registry import promote as _promote
+        from ragbench.promotion.production import PromotionRequest
+        from ragbench.promotion.production import promote as _promote
+        from ragbench.promotion.promotion_gate import PromotionRefused
 
         try:
             store, settings = _store(home)
-            p = _promote(store, sweep, config, primary=primary, alpha=alpha, force=force, reason=reason, who=who,
-                         settings=settings)
+            p = _promote(store, PromotionRequest(sweep, config, primary=primary, alpha=alpha, force=force,
+                                                 reason=reason, who=who), settings=settings)
         except PromotionRefused as e:
             fail(e, 1)
         except (RagbenchError, ValueError) as e:
@@ -240,8 +241,8 @@ def register(app: typer.Typer) -> None:
         Qdrant collection."""
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import console, stdout
-        from ragbench.promotion.registry import history as _history
-        from ragbench.promotion.registry import production as _production
+        from ragbench.promotion.production import history as _history
+        from ragbench.promotion.production import production as _production
 
         try:
             store, _ = _store(home)
@@ -269,8 +270,8 @@ def register(app: typer.Typer) -> None:
         """Restore the promotion before the live one: MLflow alias, Qdrant alias and the DuckDB record."""
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import console, stdout
-        from ragbench.promotion.registry import PromotionRefused
-        from ragbench.promotion.registry import rollback as _rollback
+        from ragbench.promotion.production import rollback as _rollback
+        from ragbench.promotion.promotion_gate import PromotionRefused
 
         try:
             store, settings = _store(home)

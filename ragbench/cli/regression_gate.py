@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -48,7 +49,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.core.progress import console, stdout
 
         try:
-            result = _run(config, against, choice, probes, n, seed, k, primary, alpha, oracle, home)
+            result = _run(_GateRequest(config, against, choice, probes, n, seed, k, primary, alpha, oracle, home))
         except (RagbenchError, ValueError) as e:
             fail(e, 2)
         from ragbench.promotion.regression_gate import regression_lines
@@ -73,20 +74,39 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(1)
 
 
-def _run(config: Path, against: str, choice, probes, n, seed, k, primary, alpha, oracle, home):
+@dataclass(frozen=True)
+class _GateRequest:
+    """The options of one ``ragbench gate`` run (see the command's help)."""
+
+    config: Path
+    against: str
+    choice: str | None
+    probes: Path | None
+    n: int
+    seed: int
+    k: int
+    primary: str | None
+    alpha: float
+    oracle: bool
+    home: Path | None
+
+
+def _run(req: _GateRequest):
     import json
 
     from ragbench.config import RunConfig, load_config
     from ragbench.core.settings import Settings
     from ragbench.data import load_dataset
     from ragbench.index.qdrant import open_index
-    from ragbench.promotion.regression_gate import GateInputError, probe_set, run_regression_gate, select_candidate
-    from ragbench.promotion.registry import production
+    from ragbench.promotion.regression_gate import (GateInputError, RegressionRules, probe_set, run_regression_gate,
+                                                    select_candidate)
+    from ragbench.promotion.production import production
     from ragbench.promotion.serving import load_dataset_checked, parse_config
     from ragbench.results.store import ResultStore
     from ragbench.sweep.orchestrator import sweep_settings
     from ragbench.sweep.stages import preflight
 
+    config, against, choice, home = req.config, req.against, req.choice, req.home
     if against != "production":
         raise GateInputError(f"--against {against!r}: only 'production' (the live promoted config) is supported")
     cfg = load_config(config)
@@ -108,11 +128,11 @@ def _run(config: Path, against: str, choice, probes, n, seed, k, primary, alpha,
                              "compares both configs on the same documents")
     parsed = parse_config(live.spec)
     prod = RunConfig(parsed.chunker, parsed.embedder, parsed.retriever, parsed.index)
-    probe_ds = probe_set(ds, probes_file=probes, n=n, seed=seed, oracle=oracle)
+    probe_ds = probe_set(ds, probes_file=req.probes, n=req.n, seed=req.seed, oracle=req.oracle)
     index = open_index(settings)
     try:
-        return run_regression_gate(prod, candidate, probe_ds, settings, index, primary=primary or live.primary_measure, k=k,
-                        alpha=alpha, seed=seed, gain=sweep_spec.get("metrics", {}).get("gain", "exponential"),
-                        production_name=live.name)
+        rules = RegressionRules(req.primary or live.primary_measure, k=req.k, alpha=req.alpha, seed=req.seed,
+                                gain=sweep_spec.get("metrics", {}).get("gain", "exponential"))
+        return run_regression_gate(prod, candidate, probe_ds, settings, index, rules, production_name=live.name)
     finally:
         index.close()

@@ -202,16 +202,28 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
     return evaluate_per_query(document_run(out.run), probes.qrels, probes.queries["query_id"].to_list(), measures)
 
 
-def run_regression_gate(production: RunConfig, candidate: RunConfig, probes: Dataset, settings: Settings, index, *,
-             primary: str, k: int = 10, alpha: float = 0.05, seed: int = 0, gain: str = "exponential",
-             production_name: str | None = None) -> GateResult:
-    """Retrieve the ``probes`` with both configs and decide (rules in the module docstring); ``gain``: the nDCG
-    gain of production's sweep."""
+@dataclass(frozen=True)
+class RegressionRules:
+    """How the regression gate judges: the ``primary`` document measure of its paired test (at level ``alpha``,
+    seeded by ``seed``), the ``k`` of the hit@k a probe must keep, and the nDCG ``gain`` of production's sweep."""
+
+    primary: str
+    k: int = 10
+    alpha: float = 0.05
+    seed: int = 0
+    gain: str = "exponential"
+
+
+def run_regression_gate(production: RunConfig, candidate: RunConfig, probes: Dataset, settings: Settings, index,
+                        rules: RegressionRules, *, production_name: str | None = None) -> GateResult:
+    """Retrieve the ``probes`` with both configs and decide by ``rules`` (the verdict in the module docstring);
+    ``production_name`` names production in the result (default: its config's name)."""
+    primary, k, alpha, seed = rules.primary, rules.k, rules.alpha, rules.seed
     if k <= 0:
         raise GateInputError(f"k must be positive, got {k}")
     if not 0 < alpha < 1:
         raise GateInputError(f"alpha must be in (0, 1), got {alpha}")
-    main, hit = parse_rank_measure(primary, gain), Measure("hit", k, gain)
+    main, hit = parse_rank_measure(primary, rules.gain), Measure("hit", k, rules.gain)
     measures = [main] if str(main) == str(hit) else [main, hit]
     values = {}
     for role, cfg in (("production", production), ("candidate", candidate)):

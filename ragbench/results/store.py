@@ -1,9 +1,11 @@
 """Results store: a DuckDB file with every sweep, config, metric, per-query value and ranking, queryable with SQL.
 
-Tables (see :data:`SCHEMA`): ``sweeps``, ``configs``, ``config_metrics``, ``query_metrics`` and ``rankings`` (the
-retrieved chunk ids and scores of every query of every config: the log line RAG debugging asks for), plus the
-per-config side tables, ``k_sweep`` and ``promotions`` (what went to production, see
-:mod:`ragbench.promotion.registry`).
+Tables (see :data:`ragbench.results.store_schema.SCHEMA`): ``sweeps``, ``configs``, ``config_metrics``,
+``query_metrics`` and ``rankings`` (the retrieved chunk ids and scores of every query of every config: the log line
+RAG debugging asks for), plus the per-config side tables, ``k_sweep`` and ``promotions`` (what went to production:
+:mod:`ragbench.results.store_promotions`). The DDL and the migrations of old files are in
+:mod:`ragbench.results.store_schema`, the connections (waiting for another process, one transaction each) in
+:mod:`ragbench.results.store_connection`; this module holds the sweeps, the configs and their results.
 
 ``configs.eval_key`` identifies what a finished config's results depend on (config, dataset fingerprint,
 evaluation settings, evaluation code version: :func:`ragbench.sweep.evaluate.evaluation_key`); a later sweep with
@@ -11,12 +13,13 @@ the same key copies the rows instead of evaluating again (:meth:`ResultStore.reu
 :meth:`ResultStore.copy_configs`), and ``configs.reused_from`` names the sweep that evaluated them.
 
 Measures are stored under their keys (``ndcg_at_10``, :mod:`ragbench.core.measure_keys`); a file written when they
-were stored as ``ndcg@10`` is rewritten to keys when opened (:data:`MEASURE_KEY_MIGRATION`), and methods that take
-a measure accept either spelling.
+were stored as ``ndcg@10`` is rewritten to keys when opened
+(:data:`~ragbench.results.store_schema.MEASURE_KEY_MIGRATION`), and methods that take a measure accept either
+spelling.
 
-This module is the one owner of the schema: every DDL and SQL statement of the package lives here, behind named
-methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` stays as a read-only escape hatch
-for people and tests, not for library code.
+These ``store*`` modules are the one owner of the schema: every DDL and SQL statement of the package lives in
+them, behind named methods (a test scans the package for SQL elsewhere). :meth:`ResultStore.query` stays as a
+read-only escape hatch for people and tests, not for library code.
 
 DuckDB allows one writing process per file and blocks even readers while it is held, so the store opens a
 connection only for each short transaction and retries while another process holds the file (a sweep waits only
@@ -26,212 +29,29 @@ transaction: rerunning or resuming never duplicates them.
 
 from __future__ import annotations
 
-import copy
 import json
-import re
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timezone
-from pathlib import Path
 
-import duckdb
 import polars as pl
 
-from ragbench.core.errors import StoreBusyError
-from ragbench.core.measure_keys import SPELLINGS, measure_key
-from ragbench.core.progress import log
+from ragbench.core.measure_keys import measure_key
 from ragbench.core.redact import redact, redact_obj
 from ragbench.results.outcomes import ConfigResult
+from ragbench.results.store_connection import StoreConnection
+from ragbench.results.store_promotions import PromotionsTable
+from ragbench.results.store_schema import PER_CONFIG_TABLES
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sweeps (
-    sweep_id VARCHAR PRIMARY KEY, name VARCHAR, spec_hash VARCHAR, spec_json VARCHAR, dataset_name VARCHAR,
-    dataset_fingerprint VARCHAR, status VARCHAR, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ,
-    mlflow_run_id VARCHAR, experiment VARCHAR);
-CREATE TABLE IF NOT EXISTS configs (
-    sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR, dataset_fingerprint VARCHAR,
-    status VARCHAR, error VARCHAR, n_queries INTEGER, n_unlabelled INTEGER, retrieval_ms_per_query DOUBLE,
-    mlflow_run_id VARCHAR, finished_at TIMESTAMPTZ, PRIMARY KEY (sweep_id, config_id));
-CREATE TABLE IF NOT EXISTS config_metrics (
-    sweep_id VARCHAR, config_id VARCHAR, measure VARCHAR, mean DOUBLE, n INTEGER, n_unlabelled INTEGER);
-CREATE TABLE IF NOT EXISTS query_metrics (
-    sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, query_class VARCHAR, measure VARCHAR, value DOUBLE);
-CREATE TABLE IF NOT EXISTS chunk_stats (
-    sweep_id VARCHAR, config_id VARCHAR, stat VARCHAR, value DOUBLE);
-CREATE TABLE IF NOT EXISTS query_diagnostics (
-    sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, first_relevant_rank INTEGER, category VARCHAR);
-CREATE TABLE IF NOT EXISTS ann_fidelity (
-    sweep_id VARCHAR, config_id VARCHAR, hnsw_ef INTEGER, configured BOOLEAN, k INTEGER, depth INTEGER,
-    recall_vs_exact DOUBLE, ms_per_query_ann DOUBLE, ms_per_query_exact DOUBLE);
-CREATE TABLE IF NOT EXISTS answers (
-    sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, query_class VARCHAR, answerable BOOLEAN,
-    n_chunks INTEGER, chunk_ids VARCHAR[], context_tokens INTEGER, prompt_tokens INTEGER, answer VARCHAR,
-    em DOUBLE, f1 DOUBLE, contains DOUBLE, insufficient BOOLEAN, correct BOOLEAN, answer_in_context DOUBLE,
-    cached BOOLEAN, seconds DOUBLE, b_answer VARCHAR, b_correct BOOLEAN, gold_in_context BOOLEAN,
-    gold_in_pool BOOLEAN, verdict VARCHAR);
-CREATE TABLE IF NOT EXISTS k_sweep (
-    sweep_id VARCHAR, config_id VARCHAR, k INTEGER, n_queries INTEGER, accuracy DOUBLE, em DOUBLE, f1 DOUBLE,
-    contains DOUBLE, answer_in_context DOUBLE, insufficient_rate DOUBLE, mean_chunks DOUBLE,
-    mean_context_tokens DOUBLE, recall DOUBLE, recall_measure VARCHAR);
-CREATE TABLE IF NOT EXISTS rankings (
-    sweep_id VARCHAR, config_id VARCHAR, query_id VARCHAR, rank INTEGER, chunk_id VARCHAR, doc_id VARCHAR,
-    score DOUBLE);
-CREATE TABLE IF NOT EXISTS promotions (
-    promoted_at TIMESTAMPTZ, sweep_id VARCHAR, config_id VARCHAR, name VARCHAR, spec_json VARCHAR,
-    dataset_fingerprint VARCHAR, primary_measure VARCHAR, primary_value DOUBLE, p_value DOUBLE, forced BOOLEAN,
-    reason VARCHAR, who VARCHAR, mlflow_model_version VARCHAR, collection VARCHAR, active BOOLEAN,
-    rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
--- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
-ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
-ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;
-ALTER TABLE configs ADD COLUMN IF NOT EXISTS eval_key VARCHAR;
-ALTER TABLE configs ADD COLUMN IF NOT EXISTS reused_from VARCHAR;
--- the rank-measure versions a config's results were computed with (JSON; NULL: before versions, all 1)
-ALTER TABLE configs ADD COLUMN IF NOT EXISTS measure_versions VARCHAR;
-ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
-ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
-ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
-"""
-
-def _key_sql(column: str) -> str:
-    """:func:`ragbench.core.measure_keys.measure_key` in SQL."""
-    for written, stored in SPELLINGS:
-        column = f"replace({column}, '{written}', '{stored}')"
-    return column
-
-
-#: files written before measure keys (``ndcg@10`` stored as such) are rewritten to keys when opened
-MEASURE_KEY_MIGRATION = "\n".join(
-    f"UPDATE {table} SET {col} = {_key_sql(col)} WHERE "
-    + " OR ".join(f"contains({col}, '{written}')" for written, _ in SPELLINGS) + ";"
-    for table, col in (("config_metrics", "measure"), ("query_metrics", "measure"),
-                       ("promotions", "primary_measure")))
-
-#: what a failing disk or volume raises through the store: reported as a storage error, with its cause
-STORAGE_ERRORS = (OSError, duckdb.Error)
-
-PER_CONFIG_TABLES = ("config_metrics", "query_metrics", "rankings", "chunk_stats", "query_diagnostics",
-                     "ann_fidelity", "answers")
 _CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, status, error, n_queries, n_unlabelled, "
                    "retrieval_ms_per_query, mlflow_run_id, finished_at, eval_key")
-
-
-def _lock_holder(message: str) -> str:
-    """``pid N (command)`` from DuckDB's lock error (``... Conflicting lock is held in <exe> (PID N) ...``); the
-    command line comes from ``/proc`` when the process is visible, else the executable DuckDB names."""
-    m = re.search(r"held in (.*?) \(PID (\d+)\)", message)
-    if not m:
-        return "pid unknown"
-    exe, pid = m.group(1), m.group(2)
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        cmd = ""
-    cmd = " ".join((cmd or exe).split())  # one line, whatever the command held
-    return f"pid {pid} ({cmd[:120]}{'…' if len(cmd) > 120 else ''})"
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class ResultStore:
-    """The DuckDB results file. Every method opens, uses and closes its own connection."""
-
-    def __init__(self, path: Path, wait_seconds: float = 600.0, *, busy_ok: bool = False):
-        """Open (and create or migrate) the file. ``wait_seconds``: how long each connection waits for another
-        process holding the file. ``busy_ok``: when the file stays busy, open anyway and create or migrate the
-        schema with the first write that gets through (a sweep then spools its results meanwhile)."""
-        self.path = Path(path)
-        self.wait_seconds = wait_seconds
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._schema_ready = False
-        self._reader = threading.local()  # the connection a reading() block shares, per thread
-        try:
-            with self.connect():
-                pass
-        except StoreBusyError:
-            if not busy_ok:
-                raise
-
-    def with_wait(self, wait_seconds: float) -> "ResultStore":
-        """The same store whose connections wait at most ``wait_seconds`` for another process (0: try once)."""
-        other = copy.copy(self)
-        other.wait_seconds = wait_seconds
-        return other
-
-    @contextmanager
-    def connect(self, read_only: bool = False, wait_seconds: float | None = None
-                ) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived connection; waits (with backoff) up to ``wait_seconds`` (default: the store's) while
-        another process holds the file, saying so after 2 s, then raises :class:`StoreBusyError` naming it."""
-        shared = getattr(self._reader, "con", None)
-        if shared is not None:  # inside reading(): its connection serves every statement of this thread
-            yield shared
-            return
-        wait = self.wait_seconds if wait_seconds is None else wait_seconds
-        start, delay, told = time.monotonic(), 0.05, False
-        while True:
-            try:
-                con = duckdb.connect(str(self.path), read_only=read_only and self.path.exists())
-                break
-            except duckdb.IOException as e:
-                if "lock" not in str(e).lower():
-                    raise
-                holder = _lock_holder(str(e))
-                waited = time.monotonic() - start
-                if waited >= wait:
-                    raise StoreBusyError(f"{self.path} is held by another process ({holder}) for more than "
-                                         f"{wait:.0f} s; close it (a notebook or `duckdb` shell holding the file "
-                                         "blocks writers) and run again: finished work is kept",
-                                         holder=holder) from None
-                if not told and waited > 2:
-                    log.warning("%s is held by another process (%s): waiting up to %.0f s for it to close the "
-                                "file", self.path, holder, wait)
-                    told = True
-                time.sleep(min(delay, max(wait - waited, 0.01)))
-                delay = min(delay * 2, 2.0)
-        try:
-            if not self._schema_ready and not (read_only and self.path.exists()):
-                con.execute(SCHEMA)
-                con.execute(MEASURE_KEY_MIGRATION)
-                self._schema_ready = True
-            yield con
-        finally:
-            con.close()
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        """A block whose statements (in this thread) share one connection: a report's dozen reads open the file
-        once, not a dozen times (~8 ms each). Other processes wait for the block to end; keep it short."""
-        if getattr(self._reader, "con", None) is not None:  # nested: the outer block's connection
-            yield
-            return
-        with self.connect() as con:
-            self._reader.con = con
-            try:
-                yield
-            finally:
-                self._reader.con = None
-
-    @contextmanager
-    def transaction(self, wait_seconds: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection inside one transaction: committed when the block ends, rolled back when it raises. The
-        block's own error is what propagates (a full disk also ends the transaction, and a failing ROLLBACK must
-        not hide why). ``wait_seconds`` as in :meth:`connect`."""
-        with self.connect(wait_seconds=wait_seconds) as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                yield con
-                con.execute("COMMIT")
-            except BaseException:
-                try:
-                    con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
-                raise
+class ResultStore(PromotionsTable, StoreConnection):
+    """The DuckDB results file. Every method opens, uses and closes its own connection (:class:`StoreConnection`);
+    the ``promotions`` methods come from :class:`PromotionsTable`."""
 
     # ---------------------------------------------------------------- sweeps
     def find_unfinished_sweep(self, spec_hash: str, dataset_fingerprint: str) -> str | None:
@@ -580,45 +400,3 @@ class ResultStore:
         if measures is None:
             return self.query(sql, [sweep_id])
         return self.query(sql + " AND list_contains(?, q.measure)", [sweep_id, [measure_key(m) for m in measures]])
-
-    # ---------------------------------------------------------------- promotions
-    def promotions(self, *, active: bool | None = None, rolled_back: bool | None = None,
-                   before: datetime | None = None) -> pl.DataFrame:
-        """Rows of ``promotions`` (every column), newest first.
-
-        Filters: ``active`` (the live one, or the others), ``rolled_back`` (``rolled_back_at`` set or not),
-        ``before`` (promoted strictly earlier).
-        """
-        where, params = [], []
-        if active is not None:
-            where.append("active" if active else "NOT active")
-        if rolled_back is not None:
-            where.append("rolled_back_at IS NOT NULL" if rolled_back else "rolled_back_at IS NULL")
-        if before is not None:
-            where.append("promoted_at < ?")
-            params.append(before)
-        return self.query("SELECT * FROM promotions" + (" WHERE " + " AND ".join(where) if where else "")
-                          + " ORDER BY promoted_at DESC", params)
-
-    def record_promotion(self, *, promoted_at: datetime, sweep_id: str, config_id: str, name: str, spec: dict,
-                         dataset_fingerprint: str, primary_measure: str, primary_value: float,
-                         p_value: float | None, forced: bool, reason: str | None, who: str,
-                         mlflow_model_version: str | None, collection: str | None, model_name: str,
-                         evidence: str) -> None:
-        """Insert a promotion as the only active one (the previous live one is deactivated), in one transaction."""
-        with self.transaction() as con:
-            con.execute("UPDATE promotions SET active = false WHERE active")
-            con.execute("INSERT INTO promotions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true, NULL, ?, "
-                        "?)",
-                        [promoted_at, sweep_id, config_id, name, json.dumps(spec, sort_keys=True),
-                         dataset_fingerprint, primary_measure, primary_value, p_value, forced, reason, who,
-                         mlflow_model_version, collection, model_name, evidence])
-
-    def restore_promotion(self, promoted_at: datetime, config_id: str, rolled_back_at: datetime) -> None:
-        """Roll back: mark the live promotion rolled back at ``rolled_back_at`` and make the promotion
-        ``(promoted_at, config_id)`` active again, in one transaction."""
-        with self.transaction() as con:
-            con.execute("UPDATE promotions SET active = false, rolled_back_at = ? WHERE active",
-                        [rolled_back_at])
-            con.execute("UPDATE promotions SET active = true WHERE promoted_at = ? AND config_id = ?",
-                        [promoted_at, config_id])
