@@ -26,7 +26,8 @@ from ragbench.results.store import ResultStore
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 N = 20  # labelled queries; q20 is unlabelled (NaN everywhere)
 
-# ndcg@10 per query (written in the @ spelling: stored as the key ndcg_at_10): A is good, B close to A (tied), C much worse. Classes: q00-q09 "x", q10-q19 "y".
+# ndcg@10 per query (written in the @ spelling: stored as the key ndcg_at_10): A is good, B close to A (tied), C much
+# worse. Classes: q00-q09 "x", q10-q19 "y".
 A = [1.0] * 10 + [0.5] * 10
 B = [1.0] * 9 + [0.0] + [0.5] * 9 + [1.0]
 C = [0.0] * 15 + [0.5] * 5
@@ -197,7 +198,8 @@ def test_report_plots_are_cached_by_what_they_draw_and_a_damaged_one_is_drawn_ag
     again = tmp_path / "again"
     write_html_report(store, "syn-1", again)
     assert drawn == []
-    assert {p.name: p.read_bytes() for p in again.glob("*.png")} == {p.name: p.read_bytes() for p in first.glob("*.png")}
+    pngs = {p.name: p.read_bytes() for p in first.glob("*.png")}
+    assert {p.name: p.read_bytes() for p in again.glob("*.png")} == pngs
     (entry,) = [p for p in cache.root.rglob("*.png") if p.read_bytes() == (first / "per_class.png").read_bytes()]
     entry.write_bytes(entry.read_bytes()[:-10])  # truncated on disk
     write_html_report(store, "syn-1", tmp_path / "third")

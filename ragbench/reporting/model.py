@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import polars as pl
@@ -179,17 +179,17 @@ class ReportOptions:
     pairs: str = "vs_best"
 
 
-def build_report(store: ResultStore, sweep_id: str, *, primary: str | None = None,
-                 measures: tuple[str, ...] | None = None, test: str = "randomization", alpha: float = 0.05,
-                 n_resamples: int = 10_000, seed: int = 0, pairs: str = "vs_best") -> SweepReport:
-    """Compute every table of a sweep's report (see :class:`SweepReport`).
+def build_report(store: ResultStore, sweep_id: str, options: ReportOptions | None = None,
+                 **fields) -> SweepReport:
+    """Compute every table of a sweep's report (see :class:`SweepReport`), once.
 
-    Statistics are computed for ``measures`` (default: the primary measure plus the
-    :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep, ``recall@{max_k}`` being its
-    deepest recall); failed configs are listed but excluded from the statistics. Its reads share one connection
-    (:meth:`~ragbench.results.store.ResultStore.reading`).
+    ``options`` (or its fields as keywords: ``primary, measures, test, alpha, n_resamples, seed, pairs``, see
+    :class:`ReportOptions`) say what is compared and how. Statistics are computed for ``measures`` (default: the
+    primary measure plus the :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep,
+    ``recall@{max_k}`` being its deepest recall); failed configs are listed but excluded from the statistics. Its
+    reads share one connection (:meth:`~ragbench.results.store.ResultStore.reading`).
     """
-    opts = ReportOptions(primary, measures, test, alpha, n_resamples, seed, pairs)
+    opts = replace(options or ReportOptions(), **fields)
     with store.reading():
         return _build_report(store, sweep_id, opts)
 
