@@ -27,7 +27,7 @@ from ragbench.reporting.terminal import leaderboard_rows, leaderboard_text
 from ragbench.results.outcomes import ConfigOutcome, ConfigResult, SweepResult, config_level
 from ragbench.results.store import ResultStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "pyproject.toml").is_file())  # any tier folder
 REPORTING = ROOT / "ragbench" / "reporting"
 N = 12
 # names whose chunker part holds a "|" of its own: the label "split|chunker | BM25" has three pipes
