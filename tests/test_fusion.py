@@ -58,12 +58,13 @@ def test_rrf_weights_k_and_depth():
 
 
 def test_tie_break_prefers_best_individual_rank_then_chunk_id():
-    a = _run([("q", "cB", 1), ("q", "cA", 1)])       # cB rank 1, cA rank 2
-    b = _run([("q", "cA", 1), ("q", "cB", 1)])       # cA rank 1, cB rank 2 -> both 1/61 + 1/62
-    c = _run([("q", "cZ", 1), ("q", "cA", 1), ("q", "cB", 1)])
+    # distinct scores within each list: a list's ranks follow its scores (tied scores: the next test)
+    a = _run([("q", "cB", 2), ("q", "cA", 1)])       # cB rank 1, cA rank 2
+    b = _run([("q", "cA", 2), ("q", "cB", 1)])       # cA rank 1, cB rank 2 -> both 1/61 + 1/62
+    c = _run([("q", "cZ", 3), ("q", "cA", 2), ("q", "cB", 1)])
     assert _order(rrf([a, b]), "q") == ["cA", "cB"]                  # same best rank 1 -> chunk_id
-    d = _run([("q", "cY", 1), ("q", "cX", 1), ("q", "cZ", 1)])
-    e = _run([("q", "cZ", 1), ("q", "cY", 1), ("q", "cX", 1)])
+    d = _run([("q", "cY", 3), ("q", "cX", 2), ("q", "cZ", 1)])
+    e = _run([("q", "cZ", 3), ("q", "cY", 2), ("q", "cX", 1)])
     # cX: 1/62 + 1/63, cY: 1/61 + 1/62, cZ: 1/63 + 1/61 -> cY first; cX vs cZ by score
     assert _order(rrf([d, e]), "q") == ["cY", "cZ", "cX"]
     assert _order(rrf([c]), "q") == ["cZ", "cA", "cB"]
@@ -171,3 +172,63 @@ def test_library_rrf_agrees_with_qdrant_edge_rrf(tmp_path):
         checked += len(s) > 0
     shard.close()
     assert checked >= 20  # most demo queries have BM25 hits, so both prefetches really contributed
+
+
+def test_rrf_ranks_each_list_in_the_canonical_order_not_the_producers_order_of_ties():
+    """Two chunks tied in a list take their ranks in trec_eval's order (score descending, then doc_id, chunk_id
+    descending), whatever order the producer listed them in: the fused scores depend on the scores only."""
+    tied = _run([("q1", "c1", 2.0), ("q1", "c2", 2.0), ("q1", "c3", 1.0)])  # producer: c1 before c2
+    swapped = _run([("q1", "c2", 2.0), ("q1", "c1", 2.0), ("q1", "c3", 1.0)])  # the same list, ties the other way
+    other = _run([("q1", "c3", 1.0)])
+    # canonical: d2/c2 before d1/c1 (ids descending), so c2 is rank 1 and c1 rank 2 in both inputs
+    for run in (tied, swapped):
+        assert _scores(rrf([run, other], k=60, depth=None), "q1") == {"c2": 1 / 61, "c1": 1 / 62,
+                                                                      "c3": 1 / 63 + 1 / 61}
+        assert _scores(convex([run, other], depth=None), "q1") == _scores(convex([tied, other], depth=None), "q1")
+
+
+def test_a_stored_hybrid_run_is_rrf_k60_of_its_stored_component_runs_exactly(tmp_path):
+    """On the demo: every stored hybrid ranking equals RRF (k = 60) of the stored BM25 and dense rankings of the
+    same chunker and embedder, recomputed here from the formula and ordered by trec_eval's rule: same chunks, same
+    ranks, the same float scores (no tolerance)."""
+    import json
+
+    import duckdb
+    from conftest import DEMO, write_config
+    from typer.testing import CliRunner
+
+    from ragbench.cli import app
+    from ragbench.core.schemas import canonical_order
+
+    cfg = write_config(tmp_path / "rrf.yaml", f"""name: rrf-exact
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: fixed, size: 48, overlap: 16}}]
+embedders: [{{model: static-retrieval-m2v}}]
+retrievers:
+  - {{kind: bm25}}
+  - {{kind: dense, exact: true}}
+  - {{kind: hybrid, fusion: rrf, dense: {{exact: true}}}}
+metrics: {{cutoffs: [10]}}
+output: {{mlflow: false}}
+""")
+    res = CliRunner().invoke(app, ["sweep", str(cfg), "--orchestrator", "local", "--home", str(tmp_path / "home")])
+    assert res.exit_code == 0, res.output
+    con = duckdb.connect(str(tmp_path / "home" / "results.duckdb"), read_only=True)
+    kinds = {cid: json.loads(spec)["retriever"]["kind"]
+             for cid, spec in con.execute("SELECT config_id, spec_json FROM configs").fetchall()}
+    runs = {kind: pl.DataFrame(con.execute("SELECT query_id, rank, chunk_id, doc_id, score FROM rankings WHERE "
+                                           "config_id = ?", [cid]).fetchall(), schema=RUN_SCHEMA, orient="row")
+            .sort("query_id", "rank") for cid, kind in kinds.items()}
+    con.close()
+    assert set(runs) == {"bm25", "dense", "hybrid"}
+    scores: dict[tuple[str, str], float] = {}
+    doc_of: dict[str, str] = {}
+    for kind in ("dense", "bm25"):  # the fused sum in list order, as RRF is defined: dense first, then BM25
+        for q, rank, c, d, _ in runs[kind].iter_rows():
+            scores[(q, c)] = scores.get((q, c), 0.0) + 1.0 / (60 + rank)
+            doc_of[c] = d
+    fused = pl.DataFrame([(q, 0, c, doc_of[c], s) for (q, c), s in scores.items()], schema=RUN_SCHEMA, orient="row")
+    expected = canonical_order(fused).filter(pl.col("rank") <= 100).sort("query_id", "rank")
+    stored = runs["hybrid"].select(expected.columns).cast(dict(expected.schema))
+    assert stored.height == expected.height > 0
+    assert stored.rows() == expected.rows()

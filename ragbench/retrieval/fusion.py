@@ -5,7 +5,12 @@ lists must rank chunks of the same chunk table. A chunk missing from a list cont
 
 * :func:`rrf` -- reciprocal rank fusion (Cormack et al. 2009)::
 
-      score(d) = sum_i  w_i / (k + rank_i(d))        rank_i 1-based, as stored in run i; k = 60 by default
+      score(d) = sum_i  w_i / (k + rank_i(d))        rank_i 1-based in run i's canonical order; k = 60 by default
+
+  ``rank_i`` is the position in run ``i`` sorted by trec_eval's rule (score descending, ties by ``doc_id`` then
+  ``chunk_id`` descending: :func:`~ragbench.core.schemas.canonical_order`), never the rank the producer wrote:
+  bm25s, Qdrant and the like list tied hits in their own order, and a fused run must follow from its component
+  runs as stored (which are in that order) alone.
 
 * :func:`convex` -- convex combination of per-query min-max normalised scores::
 
@@ -34,7 +39,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from ragbench.core.schemas import RUN_SCHEMA, check_run
+from ragbench.core.schemas import RUN_SCHEMA, canonical_order, check_run
 
 DEFAULT_RRF_K = 60
 
@@ -65,7 +70,9 @@ def _flags(flags: bool | Sequence[bool], n: int) -> list[bool]:
 
 
 def _long(runs: Sequence[pl.DataFrame], drop_nonpositive: bool | Sequence[bool]) -> pl.DataFrame:
-    """All runs stacked with a ``list`` column (the run's position in ``runs``)."""
+    """All runs stacked with a ``list`` column (the run's position in ``runs``), each ranked ``1..n`` in the
+    canonical order first (:func:`~ragbench.core.schemas.canonical_order`), so a rank never depends on the order in
+    which the producer listed tied hits."""
     if not runs:
         raise ValueError("fusion: no runs to fuse")
     flags = _flags(drop_nonpositive, len(runs))
@@ -74,6 +81,7 @@ def _long(runs: Sequence[pl.DataFrame], drop_nonpositive: bool | Sequence[bool])
         run = check_run(run, f"fusion input {i}")
         if flags[i]:
             run = run.filter(pl.col("score") > 0)
+        run = canonical_order(run).select([pl.col(c).cast(t) for c, t in RUN_SCHEMA.items()])
         parts.append(run.with_columns(pl.lit(i, dtype=pl.Int32).alias("list")))
     long = pl.concat(parts)
     clash = long.group_by("query_id", "chunk_id").agg(pl.col("doc_id").n_unique().alias("n")).filter(pl.col("n") > 1)

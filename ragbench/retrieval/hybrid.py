@@ -36,6 +36,8 @@ class HybridRetriever(RetrieverSpec):
         "library", description="library: bm25s + Qdrant dense, fused by ragbench; qdrant: one Qdrant query with a "
         "dense and a sparse BM25 prefetch fused by Qdrant's own RRF (its BM25 tokenizer differs from bm25s')")
     uses_embedder: ClassVar[bool] = True
+    #: 2: RRF and convex rank each component run in the canonical (trec_eval) order, not the producer's order of ties
+    version: ClassVar[int] = 2
 
     @model_validator(mode="after")
     def _qdrant_engine_is_plain_rrf(self):
