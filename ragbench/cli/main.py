@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from ragbench.cli.dataset_options import with_dataset_options
 from ragbench.cli.options import Format, fail
 from ragbench.core.errors import RagbenchError, ResultsSpooledError
 from ragbench.core.progress import console, stdout
@@ -272,66 +273,42 @@ _INCLUDE = typer.Option(help="folder datasets: glob of files to read (repeat it)
 _EXCLUDE = typer.Option(help="folder datasets: glob of files to leave out (repeat it)")
 
 
-class QueriesOption(str, Enum):
-    in_qrels = "in_qrels"
-    all = "all"
-
-
-class SquadDocuments(str, Enum):
-    paragraph = "paragraph"
-    article = "article"
+def _detail_table(detail) -> Table:
+    """A :class:`~ragbench.data.DetailTable` as a rich table (first column left, the counts right)."""
+    t = Table(title=detail.title, title_justify="left")
+    for i, c in enumerate(detail.columns):
+        t.add_column(c, justify="left" if i == 0 else "right")
+    for row in detail.rows:
+        t.add_row(*row)
+    return t
 
 
 @datasets_app.command("validate")
+@with_dataset_options
 def datasets_validate(
     path: Annotated[Optional[Path], typer.Argument(help="a folder of documents, a BEIR folder, a SQuAD JSON file, or "
                                                         "a sweep YAML (its dataset)")] = None,
     config: Annotated[Optional[Path], typer.Option(help="validate the dataset section of this sweep config "
                                                         "(options below then override its fields)")] = None,
-    format: Annotated[Optional[str], typer.Option(help="dataset format (beir, squad, folder, ...); default: squad "
-                                                       "for a .json file, folder for a folder without corpus.jsonl, "
-                                                       "queries.jsonl or qrels/, else beir")] = None,
-    split: Annotated[Optional[str], typer.Option(help="qrels split (default test)")] = None,
-    queries: Annotated[Optional[QueriesOption], typer.Option(help="in_qrels or all (default: all without "
-                                                                  "--config, to check every query)")] = None,
-    spans: Annotated[Optional[bool], typer.Option("--spans/--no-spans", help="load span labels")] = None,
-    squad_documents: Annotated[Optional[SquadDocuments], typer.Option(help="SQuAD documents: paragraph or "
-                                                                           "article")] = None,
-    max_queries: Annotated[Optional[int], typer.Option(help="seeded sample of this many queries")] = None,
-    max_docs: Annotated[Optional[int], typer.Option(help="judged docs plus seeded distractors up to this many")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="sampling seed")] = None,
-    questions: Annotated[Optional[Path], typer.Option(help="folder datasets: the questions file (default "
-                                                           "questions.csv/.jsonl/.yaml in the folder)")] = None,
-    holdout: Annotated[Optional[float], typer.Option(help="check that this held-out share can be split off")] = None,
-    include: Annotated[list[str], _INCLUDE] = [],  # noqa: B006 - typer reads the default
-    exclude: Annotated[list[str], _EXCLUDE] = [],  # noqa: B006
     home: Annotated[Optional[Path], typer.Option(help="ragbench home whose cache keeps converted documents")] = None,
+    given: dict | None = None,
 ) -> None:
     """Load a dataset with full validation and print its summary. Every problem is listed at once, each naming its
     file and line; files that cannot be read are skipped with a warning. Exit code 2 when the labels are invalid.
 
-    Takes the same dataset options as a sweep config's `dataset` section (`--squad-documents article`, ...), or
-    `--config FILE` to validate that config's dataset exactly as a sweep would load it (same fingerprint).
+    Takes the same dataset options as a sweep config's `dataset` section (`--squad-documents article`, ...: one
+    option per field of the dataset formats' options), or `--config FILE` to validate that config's dataset
+    exactly as a sweep would load it (same fingerprint).
     """
     from pydantic import ValidationError
 
     from ragbench.core.settings import Settings
-    from ragbench.data import holdout_split, load_dataset
-    from ragbench.data.folder import folder_dataset
+    from ragbench.data import holdout_split
 
-    given = {"format": format, "split": split, "queries": queries.value if queries else None, "spans": spans,
-             "squad_documents": squad_documents.value if squad_documents else None, "max_queries": max_queries,
-             "max_docs": max_docs, "seed": seed, "questions": questions, "holdout": holdout,
-             "include": tuple(include) or None, "exclude": tuple(exclude) or None}
-    given = {k: v for k, v in given.items() if v is not None}
-    scan = None
+    details = ()
     try:
-        spec = _spec_for(path, config, given)
-        cache = Settings.from_env(home=home).home / "cache"
-        if spec.format == "folder":
-            ds, scan = folder_dataset(spec, cache)
-        else:
-            ds = load_dataset(spec, cache)
+        spec = _spec_for(path, config, given or {})
+        ds, details = spec.load_with_details(Settings.from_env(home=home).home / "cache")
         split_line = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.seed).describe() \
             if spec.holdout is not None else None
     except ValidationError as e:
@@ -339,8 +316,8 @@ def datasets_validate(
             f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}" for err in e.errors())))
     except RagbenchError as e:
         fail(e)
-    if scan is not None:
-        console.print(_folder_table(scan))
+    for detail in details:
+        console.print(_detail_table(detail))
     t = Table(title=f"{spec.path}")
     t.add_column("property")
     t.add_column("value", justify="right")

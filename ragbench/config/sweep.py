@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializeAsAny, model_validator
 
 from ragbench.chunking import CHUNKERS, ChunkerSpec
 from ragbench.config.labels import ConfigLabels
@@ -38,7 +38,7 @@ class OutputSpec(Spec):
 
 class SweepConfig(Spec):
     name: str
-    dataset: DatasetSpec
+    dataset: SerializeAsAny[DatasetSpec]  # dumped with its format's own fields
     chunkers: tuple[CHUNKERS.field, ...] = Field(..., min_length=1)
     embedders: tuple[EmbedderSpec, ...] = ()
     retrievers: tuple[RETRIEVERS.field, ...] = Field(..., min_length=1)

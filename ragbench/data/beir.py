@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -29,10 +30,9 @@ from ragbench.data.dataset import (
     subset,
     validate_spans,
 )
-from ragbench.data.spec import DatasetSpec, register_loader
+from ragbench.data.spec import DATASET_FORMATS, DatasetSpec
 
 
-@register_loader("beir")
 def load_beir(spec: DatasetSpec) -> Dataset:
     """Load a BEIR-layout folder, validating ids, references and spans. See the module docstring for the layout."""
     root = Path(spec.path)
@@ -172,3 +172,11 @@ def _sentence_evidence_spans(path: Path, query_meta: dict[str, dict], qrels: pl.
     return rows
 
 
+@DATASET_FORMATS.register
+class BeirDataset(DatasetSpec):
+    """``format: beir`` (the default): a BEIR-layout folder (see the module docstring); the common options only."""
+
+    format: Literal["beir"] = "beir"
+
+    def load(self, cache_root: Path | None = None) -> Dataset:
+        return load_beir(self)

@@ -37,8 +37,10 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 import polars as pl
+from pydantic import Field
 
 from ragbench.core.cache import DocumentCache
 from ragbench.core.errors import DatasetError
@@ -50,7 +52,7 @@ from ragbench.data.dataset import Dataset, subset
 from ragbench.data.questions import SUFFIXES as QUESTION_SUFFIXES
 from ragbench.data.labels import label_questions
 from ragbench.data.questions import find_questions_file, read_questions
-from ragbench.data.spec import DatasetSpec, register_loader
+from ragbench.data.spec import DATASET_FORMATS, DatasetSpec, DetailTable
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,6 @@ def _corpus_hash(corpus: pl.DataFrame) -> str:
     return h.hexdigest()
 
 
-@register_loader("folder")
 def load_folder(spec: DatasetSpec, *, cache_root: Path | None = None) -> Dataset:
     """Load a folder of files and its questions file (see the module docstring); ``cache_root`` holds converted
     documents. Every file problem is a counted warning; every questions problem an error, all listed at once."""
@@ -282,3 +283,26 @@ def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[D
     ds = Dataset(spec.name or root.name, corpus, queries, labels.qrels, spans, fingerprint,
                  tuple(scan.warnings()) + labels.warnings, notes=labels.notes)
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed), scan
+
+
+@DATASET_FORMATS.register
+class FolderDataset(DatasetSpec):
+    """``format: folder``: a folder of documents and a questions file (see the module docstring)."""
+
+    format: Literal["folder"] = "folder"
+    questions: Path | None = Field(None, description="folder format: the questions file (CSV, JSONL or YAML), "
+                                   "relative to path; default: questions.csv/.jsonl/.yaml in the folder, if any")
+    include: tuple[str, ...] = Field((), description="folder format: glob patterns of the files to read (a pattern "
+                                     "without '/' matches file names, one with '/' the path); default: every file")
+    exclude: tuple[str, ...] = Field((), description="folder format: glob patterns of files to leave out (hidden "
+                                     "files and the questions file always are)")
+
+    def load(self, cache_root: Path | None = None) -> Dataset:
+        return load_folder(self, cache_root=cache_root)
+
+    def load_with_details(self, cache_root: Path | None = None) -> tuple[Dataset, tuple[DetailTable, ...]]:
+        """The dataset and the folder's files by type (files, documents made, files skipped)."""
+        ds, scan = folder_dataset(self, cache_root)
+        rows = tuple((suffix, str(n["files"]), str(n["documents"]), str(n["skipped"]))
+                     for suffix, n in scan.by_type().items())
+        return ds, (DetailTable(f"files in {scan.root}", ("type", "files", "documents", "skipped"), rows),)

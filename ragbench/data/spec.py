@@ -1,71 +1,172 @@
-"""The dataset section of a sweep config."""
+"""The dataset section of a sweep config: one options model per dataset format, registered in
+:data:`DATASET_FORMATS` by the format's own module (:mod:`.beir`, :mod:`.squad`, :mod:`.folder`).
+
+A format is one class: a :class:`DatasetSpec` subclass whose ``format`` is a ``Literal`` with a default, whose
+extra fields are the options only it reads, and whose :meth:`DatasetSpec.load` reads the files::
+
+    @DATASET_FORMATS.register
+    class TsvDataset(DatasetSpec):
+        format: Literal["tsv"] = "tsv"
+        delimiter: str = Field("\\t", description="tsv format: the column separator")
+
+        def load(self, cache_root=None) -> Dataset: ...
+
+``DatasetSpec(...)`` and ``DatasetSpec.model_validate(...)`` build the class of the ``format`` they name (``beir``
+when none), so a sweep file's ``dataset:`` mapping, the CLI and the library all get the format's own model, and
+``datasets validate`` takes its options from these fields (:func:`dataset_options`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
+from ragbench.core.progress import log
+from ragbench.core.registry import Registry
 from ragbench.core.spec import Spec
-
-#: dataset format -> loader ``(DatasetSpec) -> Dataset``; one module per format registers itself
-LOADERS: dict[str, Callable] = {}
-
-#: fields only the folder format reads
-_FOLDER_ONLY = ("questions", "include", "exclude")
+from ragbench.data.dataset import Dataset
+from ragbench.data.holdout import holdout_split
 
 
-def register_loader(fmt: str) -> Callable[[Callable], Callable]:
-    """Decorator: make ``fn`` the loader of ``format: fmt``."""
-    def add(fn: Callable) -> Callable:
-        LOADERS[fmt] = fn
-        return fn
-    return add
+@dataclass(frozen=True)
+class DetailTable:
+    """A table of what loading found besides the dataset (e.g. a folder's files by type), for ``datasets
+    validate``: a title, column names and rows of strings."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
 
 class DatasetSpec(Spec):
-    """Where the labelled data is. Relative paths are resolved against the config file's folder."""
+    """Where the labelled data is, and the options every format reads. Relative paths are resolved against the
+    config file's folder. Subclasses (one per format) set ``format``, add their own options, implement
+    :meth:`load`, and register with ``@DATASET_FORMATS.register``."""
 
     # added after configs were first hashed (they keep their dataset fingerprints)
     dumped_when_set: ClassVar[tuple[str, ...]] = ("questions", "include", "exclude", "holdout")
 
-    name: str | None = None
+    name: str | None = Field(None, description="the dataset's display name (default: the folder or file name)")
     format: str = Field("beir", description="a registered dataset format (beir, squad, folder, ...)")
     path: Path
-    split: str = "test"
+    split: str = Field("test", description="the qrels split: qrels/SPLIT.tsv of a BEIR folder, SPLIT.json of a "
+                       "SQuAD folder")
     queries: Literal["in_qrels", "all"] = Field(
         "in_qrels", description="in_qrels: only queries judged in this split (BEIR convention; one judged only "
         "non-relevant is kept and counted as unlabelled); all: every query, unjudged ones counted as unlabelled. "
         "The folder format keeps every question unless in_qrels is set")
     spans: bool = Field(True, description="load span labels when the dataset has them")
-    squad_documents: Literal["paragraph", "article"] = "paragraph"
+    # read by the squad format only, but accepted by every format and part of every dataset fingerprint since
+    # before formats had their own options: moving it would change every stored fingerprint
+    squad_documents: Literal["paragraph", "article"] = Field(
+        "paragraph", description="squad format: documents are paragraphs or whole articles")
     max_queries: int | None = Field(None, gt=0, description="evaluate a seeded sample of this many queries")
     max_docs: int | None = Field(None, gt=0, description="keep all judged docs plus seeded distractors up to this many")
-    seed: int = 0
-    questions: Path | None = Field(None, description="folder format: the questions file (CSV, JSONL or YAML), "
-                                   "relative to path; default: questions.csv/.jsonl/.yaml in the folder, if any")
-    include: tuple[str, ...] = Field((), description="folder format: glob patterns of the files to read (a pattern "
-                                     "without '/' matches file names, one with '/' the path); default: every file")
-    exclude: tuple[str, ...] = Field((), description="folder format: glob patterns of files to leave out (hidden "
-                                     "files and the questions file always are)")
+    seed: int = Field(0, description="seed of the query and document samples and of the held-out split")
     holdout: float | None = Field(None, gt=0, lt=1, description="hold out this share of the labelled queries "
                                   "(seeded by seed, stratified by class): the sweep ranks on the rest and measures "
                                   "every config on the held-out set as heldout/<measure>")
 
+    def __new__(cls, *args: Any, **data: Any):
+        # DatasetSpec(format="squad", ...) builds the squad format's own model (its __init__ then validates)
+        if cls is DatasetSpec and data:
+            cls = _format_class(data.get("format", DATASET_FORMATS.default))
+        return super().__new__(cls)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _as_format_class(cls, data: Any, handler):
+        """A mapping validated as DatasetSpec becomes the model of its format (errors keep their field)."""
+        if cls is DatasetSpec and isinstance(data, dict):
+            sub = _format_class(data.get("format", DATASET_FORMATS.default))
+            if sub is not cls:
+                return sub.model_validate(data)
+        return handler(data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _options_of_other_formats(cls, data: Any) -> Any:
+        """An option only other formats read is an error naming it and them (at its default it is dropped: it
+        says nothing)."""
+        if not isinstance(data, dict) or cls is DatasetSpec:  # an unknown format: its own error says enough
+            return data
+        foreign: dict[str, list[str]] = {}
+        for key in [k for k in data if k not in cls.model_fields]:
+            owners = [f for f in DATASET_FORMATS.kinds if key in DATASET_FORMATS.get(f).model_fields]
+            if not owners:
+                continue  # unknown everywhere: extra="forbid" names it
+            default = DATASET_FORMATS.get(owners[0]).model_fields[key].default
+            if data[key] == default or (isinstance(data[key], list) and tuple(data[key]) == default):
+                data = {k: v for k, v in data.items() if k != key}
+            else:
+                foreign.setdefault(" or ".join(owners), []).append(key)
+        for owners, keys in foreign.items():
+            order = list(DATASET_FORMATS.get(owners.split(" or ")[0]).model_fields)
+            keys.sort(key=order.index)
+            raise ValueError(f"{', '.join(keys)}: only the {owners} format reads {'it' if len(keys) == 1 else 'them'} "
+                             f"(format is {data.get('format', DATASET_FORMATS.default)!r})")
+        return data
+
     @field_validator("format")
     @classmethod
     def _registered(cls, v):
-        if LOADERS and v not in LOADERS:
-            raise ValueError(f"unknown dataset format {v!r}; known: {', '.join(sorted(LOADERS))}")
+        if DATASET_FORMATS.kinds and v not in DATASET_FORMATS.kinds:
+            raise ValueError(f"unknown dataset format {v!r}; known: {', '.join(DATASET_FORMATS.kinds)}")
         return v
 
-    @model_validator(mode="after")
-    def _folder_fields(self):
-        if self.format != "folder":
-            given = [f for f in _FOLDER_ONLY if getattr(self, f) != type(self).model_fields[f].default]
-            if given:
-                raise ValueError(f"{', '.join(given)}: only the folder format reads "
-                                 f"{'it' if len(given) == 1 else 'them'} (format is {self.format!r})")
-        return self
+    def load(self, cache_root: Path | None = None) -> Dataset:
+        """Read and validate the dataset (``cache_root``: a home's ``cache/`` folder, for formats that cache what
+        they convert). Use :func:`ragbench.data.load_dataset`, which also checks the holdout."""
+        raise NotImplementedError(f"dataset format {self.format!r} does not implement load")
 
+    def load_checked(self, cache_root: Path | None = None) -> Dataset:
+        """:meth:`load`, then the ``holdout`` checked (a split the labels cannot satisfy fails here, before any
+        heavy work) and logged: what :func:`ragbench.data.load_dataset` does."""
+        ds = self.load(cache_root)
+        if self.holdout is not None:
+            split = holdout_split(ds.queries, ds.qrels, self.holdout, self.seed)
+            log.info("dataset %s: %s", ds.name, split.describe())
+        return ds
+
+    def load_with_details(self, cache_root: Path | None = None) -> tuple[Dataset, tuple[DetailTable, ...]]:
+        """:meth:`load_checked`, plus tables of what loading found (``datasets validate`` prints them); default
+        none."""
+        return self.load_checked(cache_root), ()
+
+
+DATASET_FORMATS: Registry[DatasetSpec] = Registry("dataset format", DatasetSpec, default="beir", key="format")
+
+
+def _format_class(fmt: Any) -> type[DatasetSpec]:
+    """The registered class of ``fmt``; DatasetSpec itself for an unknown one (its validator names the formats)."""
+    return DATASET_FORMATS.get(fmt) if isinstance(fmt, str) and fmt in DATASET_FORMATS.kinds else DatasetSpec
+
+
+@dataclass(frozen=True)
+class DatasetOption:
+    """One field of the dataset section as a command-line option: the field and the formats that read it."""
+
+    name: str
+    field: FieldInfo
+    formats: tuple[str, ...]
+
+
+def dataset_options() -> list[DatasetOption]:
+    """Every field of every registered format's options model (common fields first, then each format's own in
+    format order), each once, with the formats that read it; a format's own declaration of a shared field wins
+    (its description is the specific one)."""
+    out: dict[str, DatasetOption] = {}
+    for fmt in DATASET_FORMATS.kinds:
+        cls = DATASET_FORMATS.get(fmt)
+        declared = vars(cls).get("__annotations__", {})
+        for name, info in cls.model_fields.items():
+            own = name in declared and name != "format"  # each format narrows format to itself: not an option
+            field = info if own else DatasetSpec.model_fields.get(name, info)
+            prev = out.get(name)
+            formats = (prev.formats if prev else ()) + (fmt,)
+            out[name] = DatasetOption(name, field if own or prev is None else prev.field, formats)
+    return list(out.values())

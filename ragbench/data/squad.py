@@ -33,7 +33,7 @@ from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.schemas import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA
 from ragbench.data.dataset import Dataset, subset, validate_spans
-from ragbench.data.spec import DatasetSpec, register_loader
+from ragbench.data.spec import DATASET_FORMATS, DatasetSpec
 
 REPAIR_WINDOW = 50
 ANSWERS_SCHEMA = {"query_id": pl.String, "doc_id": pl.String, "start": pl.Int64, "end": pl.Int64,
@@ -74,7 +74,6 @@ def squad_file(spec: DatasetSpec) -> Path:
     return path
 
 
-@register_loader("squad")
 def load_squad(spec: DatasetSpec, *, repair: Repair = "error") -> Dataset:
     """Load a SQuAD v1.1-format file as a :class:`Dataset` (see the module docstring for the conventions).
 
@@ -230,3 +229,14 @@ def parse_squad(data: Any, source: str, documents: Literal["paragraph", "article
         spans=spans.sort(["query_id", "doc_id", "start"]),
         answers=pl.DataFrame(list(answer_rows.values()), schema=ANSWERS_SCHEMA, orient="row"),
         warnings=tuple(warnings + span_warnings))
+
+
+@DATASET_FORMATS.register
+class SquadDataset(DatasetSpec):
+    """``format: squad``: one SQuAD v1.1 JSON file (see the module docstring). Its option ``squad_documents``
+    stays on :class:`DatasetSpec`, where every format accepts it and every dataset fingerprint hashes it."""
+
+    format: Literal["squad"] = "squad"
+
+    def load(self, cache_root: Path | None = None) -> Dataset:
+        return load_squad(self)
