@@ -12,7 +12,7 @@ from ragbench.core.cache import VectorCache
 from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts, model_key
-from ragbench.evaluation.ann import ann_fidelity, format_table, recall_vs_exact
+from ragbench.evaluation.ann import EfSweep, ann_fidelity, format_table, recall_vs_exact
 from ragbench.index.qdrant import CollectionMeta, EdgeIndex
 from tests.conftest import DEMO
 
@@ -37,7 +37,7 @@ def test_hnsw_ef_sweep_on_real_embeddings(tmp_path):
     meta = CollectionMeta(name="col", model_key=model_key(EMB), dim=dv.shape[1], distance="cosine",
                           count=len(dv), hnsw_m=16, ef_construct=100, full_scan_threshold_kb=1)  # 1 KB: HNSW used
     index.ensure(meta, dv, [{} for _ in range(len(dv))])
-    table = ann_fidelity(index, "col", qv, model_key(EMB), k=10, ef_values=(16, 32, 64, 128, 256))
+    table = ann_fidelity(index, "col", qv, model_key(EMB), EfSweep(k=10, ef_values=(16, 32, 64, 128, 256)))
     print(format_table(table))
     swept = table.filter(~table["configured"])
     recall = swept["recall_vs_exact"].to_numpy()
@@ -49,9 +49,9 @@ def test_hnsw_ef_sweep_on_real_embeddings(tmp_path):
     assert conf.height == 1 and conf["hnsw_ef"][0] is None
     assert (table["ms_per_query_ann"] > 0).all() and (table["ms_per_query_exact"] > 0).all()
     # searched with limit = depth, Qdrant explores max(ef, depth): ef 16 at depth 100 is as good as ef 100
-    deep = ann_fidelity(index, "col", qv, model_key(EMB), k=10, ef_values=(16,), depth=100,
-                        include_configured=False)
+    deep = ann_fidelity(index, "col", qv, model_key(EMB), EfSweep(k=10, ef_values=(16,), depth=100,
+                                                                  include_configured=False))
     assert deep["depth"][0] == 100 and deep["recall_vs_exact"][0] >= recall[0]
     with pytest.raises(ValueError, match="need 1 <= k <= depth"):
-        ann_fidelity(index, "col", qv, model_key(EMB), k=10, depth=5)
+        ann_fidelity(index, "col", qv, model_key(EMB), EfSweep(k=10, depth=5))
     index.close()

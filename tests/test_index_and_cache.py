@@ -11,7 +11,7 @@ from ragbench.config import EmbedderSpec
 from ragbench.core.cache import VectorCache, atomic_write_parquet
 from ragbench.core.errors import IndexMismatchError
 from ragbench.embedding.embed import embed_texts
-from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex
+from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex, HybridQuery
 
 
 def _data(n=300, dim=16, seed=0):
@@ -134,8 +134,8 @@ def test_native_hybrid_agrees_across_engines_and_with_library_rrf(tmp_path):
     runs = {}
     for engine, index in [("edge", EdgeIndex(tmp_path)), ("client", ClientIndex(":memory:"))]:
         index.ensure(meta, [(np.arange(n), x, [{} for _ in x], sparse)])
-        runs[engine] = index.hybrid_search("hy", q, queries, "m@1", 20, dense_depth=20, sparse_depth=20, k=60,
-                                           exact=True)
+        runs[engine] = index.hybrid_search("hy", q, queries, "m@1",
+                                           HybridQuery(20, dense_depth=20, sparse_depth=20, k=60, exact=True))
     overlap = [len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(runs["edge"].ids, runs["client"].ids)]
     assert np.mean(overlap) >= 0.95  # float32 vs float64 scoring may swap a near-tie in one prefetch list
     for sa, sb in zip(runs["edge"].scores, runs["client"].scores):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -51,18 +52,12 @@ def _timed_search(index, collection, queries, model_key, limit, **kw):
     return hits, 1000 * (time.perf_counter() - t0) / max(len(queries), 1)
 
 
-def ann_fidelity(index, collection: str, query_vectors: np.ndarray, model_key: str, k: int = 10,
-                 ef_values: Sequence[int] = DEFAULT_EF_VALUES, depth: int | None = None,
-                 configured_ef: int | None = None, include_configured: bool = True) -> pl.DataFrame:
-    """The ``hnsw_ef`` sweep table of one collection (see the module docstring).
+@dataclass(frozen=True)
+class EfSweep:
+    """What :func:`ann_fidelity` measures.
 
-    Parameters
+    Attributes
     ----------
-    index, collection, model_key
-        An :class:`~ragbench.index.qdrant.EdgeIndex` or :class:`~ragbench.index.qdrant.ClientIndex` and a complete collection in
-        it (searched through their public ``search``; the model key is checked as for any search).
-    query_vectors
-        ``(n_queries, dim)`` query embeddings of the collection's model.
     k, depth
         Compare the top ``k`` of searches with ``limit = depth`` (``None``: ``k``; must be >= ``k``).
     ef_values
@@ -70,12 +65,35 @@ def ann_fidelity(index, collection: str, query_vectors: np.ndarray, model_key: s
     configured_ef, include_configured
         Also measure the config's own ``hnsw_ef`` (``None`` = the engine default), flagged ``configured=True``;
         ``hnsw_ef`` is null for the default.
+    """
+
+    k: int = 10
+    ef_values: Sequence[int] = DEFAULT_EF_VALUES
+    depth: int | None = None
+    configured_ef: int | None = None
+    include_configured: bool = True
+
+
+def ann_fidelity(index, collection: str, query_vectors: np.ndarray, model_key: str,
+                 sweep: EfSweep = EfSweep()) -> pl.DataFrame:
+    """The ``hnsw_ef`` sweep table of one collection (see the module docstring).
+
+    Parameters
+    ----------
+    index, collection, model_key
+        An :class:`~ragbench.index.qdrant.EdgeIndex` or :class:`~ragbench.index.qdrant.ClientIndex` and a complete
+        collection in it (searched through their public ``search``; the model key is checked as for any search).
+    query_vectors
+        ``(n_queries, dim)`` query embeddings of the collection's model.
+    sweep
+        The cutoff ``k``, search depth and ``hnsw_ef`` values measured (:class:`EfSweep`).
 
     Returns
     -------
     :data:`ANN_SCHEMA` rows, the swept values in order, then the configured one.
     """
-    depth = k if depth is None else depth
+    k, ef_values, configured_ef = sweep.k, sweep.ef_values, sweep.configured_ef
+    depth = k if sweep.depth is None else sweep.depth
     if k < 1 or depth < k:
         raise ValueError(f"ann_fidelity: need 1 <= k <= depth, got k={k}, depth={depth}")
     if any(int(e) < 1 for e in ef_values):
@@ -85,7 +103,7 @@ def ann_fidelity(index, collection: str, query_vectors: np.ndarray, model_key: s
         raise ValueError(f"ann_fidelity: query_vectors must be a non-empty 2-D array, got shape {q.shape}")
     index.search(collection, q[:1], model_key, depth)  # warm-up: open the shard, fault the graph into memory
     exact, ms_exact = _timed_search(index, collection, q, model_key, depth, exact=True)
-    settings = [(int(e), False) for e in ef_values] + ([(configured_ef, True)] if include_configured else [])
+    settings = [(int(e), False) for e in ef_values] + ([(configured_ef, True)] if sweep.include_configured else [])
     rows = []
     for ef, configured in settings:
         ann, ms = _timed_search(index, collection, q, model_key, depth, hnsw_ef=ef)

@@ -7,7 +7,9 @@ same function, so neither can drift from the other.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -50,14 +52,31 @@ def matches_cache(index, name: str, hashes: list[str], cache: VectorCache, key: 
     return None if worst <= 1e-4 else f"stored vectors differ from the cached ones by up to {worst:.3g}"
 
 
-def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedder: EmbedderSpec,
-                index_spec: IndexSpec, chunks: pl.DataFrame, cache: VectorCache, index, sparse: bool = False, *,
-                disk_root: Path = Path("."), reserve_bytes: int = 200 * 1024 * 1024) -> str:
-    """Build (or reuse) the Qdrant collection of ``chunks`` under ``embedder``, streaming vectors from the cache.
+@dataclass(frozen=True, eq=False)
+class IndexInputs:
+    """What one collection is built from: one ``chunker``'s ``chunks`` of a dataset's ``corpus`` (and its
+    fingerprint), under ``embedder`` with the ``index_spec`` parameters; ``sparse``: also Qdrant's BM25 sparse
+    vectors (for ``engine: qdrant`` hybrid search)."""
+
+    dataset_fingerprint: str
+    corpus: pl.DataFrame
+    chunker: Any
+    chunks: pl.DataFrame
+    embedder: EmbedderSpec
+    index_spec: IndexSpec
+    sparse: bool = False
+
+
+def index_stage(inputs: IndexInputs, cache: VectorCache, index, *, disk_root: Path = Path("."),
+                reserve_bytes: int = 200 * 1024 * 1024) -> str:
+    """Build (or reuse) the Qdrant collection of ``inputs.chunks`` under ``inputs.embedder``, streaming vectors from
+    the cache.
 
     Point id = the chunk's row in ``chunks``; payload = chunk id, doc id and the document's metadata fields. With
     ``sparse``, each point also gets Qdrant's own BM25 sparse vector (for ``engine: qdrant`` hybrid search).
     """
+    dataset_fingerprint, chunker, chunks = inputs.dataset_fingerprint, inputs.chunker, inputs.chunks
+    embedder, index_spec, sparse = inputs.embedder, inputs.index_spec, inputs.sparse
     key = model_key(embedder)
     name = collection_for(dataset_fingerprint, chunker, embedder, index_spec, sparse)
     texts = index_texts(chunks)
@@ -65,7 +84,7 @@ def index_stage(dataset_fingerprint: str, corpus: pl.DataFrame, chunker, embedde
     rows: dict[str, list[int]] = {}
     for i, h in enumerate(hashes):
         rows.setdefault(h, []).append(i)
-    payloads = ChunkPayloads(chunks, corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
+    payloads = ChunkPayloads(chunks, inputs.corpus)  # {"chunk_id", "doc_id", "meta": <doc metadata>} for filters
 
     def batches():
         for picked, mat in cache.iter_vectors(key, "document", set(rows)):

@@ -72,6 +72,21 @@ def collection_name(dataset_fingerprint: str, chunker_id: str, model_key: str, d
 
 
 @dataclass(frozen=True)
+class HybridQuery:
+    """How a native hybrid search runs: the ``limit`` fused hits kept from a dense prefetch of ``dense_depth`` (exact
+    or HNSW with ``hnsw_ef``) and a sparse-BM25 prefetch of ``sparse_depth``, fused by RRF with constant ``k``; both
+    prefetches under ``query_filter`` (a Qdrant filter, or None)."""
+
+    limit: int
+    dense_depth: int
+    sparse_depth: int
+    k: float
+    exact: bool = False
+    hnsw_ef: int | None = None
+    query_filter: object = None
+
+
+@dataclass(frozen=True)
 class Hits:
     """Search results for a batch of queries: ``ids[i]`` and ``scores[i]`` are query i's points, best first."""
 
@@ -299,9 +314,8 @@ class EdgeIndex:
                 scores.append(score)
         return Hits(ids, scores)
 
-    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
-                      dense_depth: int, sparse_depth: int, k: float, exact: bool = False,
-                      hnsw_ef: int | None = None, query_filter=None) -> Hits:
+    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str,
+                      plan: HybridQuery) -> Hits:
         """One Qdrant query per text: dense and sparse-BM25 prefetches fused by Qdrant's RRF.
 
         Qdrant ranks prefetch results from 0, so ``Fusion.Rrf(k + 1)`` scores 1 / (k + rank) with 1-based ranks:
@@ -312,12 +326,13 @@ class EdgeIndex:
         meta = _searchable(self, name, model_key, queries.shape[1])
         if not meta.sparse:
             raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
-        params = SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        p = plan
+        params = SearchParams(exact=p.exact, hnsw_ef=p.hnsw_ef)
         sparse = bm25_sparse(query_texts, query=True)
-        return self._query(name, [QueryRequest(limit=limit, query=Fusion.Rrf(k=int(k) + 1), prefetches=[
-            Prefetch(limit=dense_depth, query=Query.Nearest(q.tolist(), using="dense"), params=params,
-                     filter=query_filter),
-            Prefetch(limit=sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=query_filter)])
+        return self._query(name, [QueryRequest(limit=p.limit, query=Fusion.Rrf(k=int(p.k) + 1), prefetches=[
+            Prefetch(limit=p.dense_depth, query=Query.Nearest(q.tolist(), using="dense"), params=params,
+                     filter=p.query_filter),
+            Prefetch(limit=p.sparse_depth, query=Query.Nearest(sv, using=SPARSE), filter=p.query_filter)])
             for q, sv in zip(queries, sparse)])
 
     def close(self, name: str | None = None) -> None:
@@ -408,24 +423,24 @@ class ClientIndex:
                 scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
         return Hits(ids, scores)
 
-    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str, limit: int, *,
-                      dense_depth: int, sparse_depth: int, k: float, exact: bool = False,
-                      hnsw_ef: int | None = None, query_filter=None) -> Hits:
+    def hybrid_search(self, name: str, queries: np.ndarray, query_texts: list[str], model_key: str,
+                      plan: HybridQuery) -> Hits:
         """As :meth:`EdgeIndex.hybrid_search`, through qdrant-client's ``query_points`` with an RRF query."""
         from qdrant_client import models
 
         meta = _searchable(self, name, model_key, queries.shape[1])
         if not meta.sparse:
             raise IndexMismatchError(f"collection {name} has no sparse BM25 vectors for native hybrid search")
-        params = models.SearchParams(exact=exact, hnsw_ef=hnsw_ef)
+        p = plan
+        params = models.SearchParams(exact=p.exact, hnsw_ef=p.hnsw_ef)
         ids, scores = [], []
         for q, sv in zip(queries, bm25_sparse(query_texts, query=True)):
             resp = self.client.query_points(name, prefetch=[
-                models.Prefetch(query=q.tolist(), using="dense", limit=dense_depth, params=params,
-                                filter=query_filter),
+                models.Prefetch(query=q.tolist(), using="dense", limit=p.dense_depth, params=params,
+                                filter=p.query_filter),
                 models.Prefetch(query=models.SparseVector(indices=list(sv.indices), values=list(sv.values)),
-                                using=SPARSE, limit=sparse_depth, filter=query_filter)],
-                query=models.RrfQuery(rrf=models.Rrf(k=int(k) + 1)), limit=limit)
+                                using=SPARSE, limit=p.sparse_depth, filter=p.query_filter)],
+                query=models.RrfQuery(rrf=models.Rrf(k=int(p.k) + 1)), limit=p.limit)
             ids.append(np.array([p.id for p in resp.points], dtype=np.int64))
             scores.append(np.array([p.score for p in resp.points], dtype=np.float64))
         return Hits(ids, scores)

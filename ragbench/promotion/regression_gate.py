@@ -170,7 +170,7 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
     when missing, as a sweep would); only the probe queries are embedded."""
     from ragbench.chunking import chunk_corpus
     from ragbench.embedding.embed import embed_texts
-    from ragbench.index.build import index_stage
+    from ragbench.index.build import IndexInputs, index_stage
 
     home = Path(settings.home)
     cache = VectorCache(home / "cache")
@@ -185,12 +185,11 @@ def probe_values(run_config: RunConfig, probes: Dataset, settings: Settings, ind
                     reserve_bytes=settings.min_free_bytes)
         build = dict(disk_root=home, reserve_bytes=settings.min_free_bytes)
         res.index = index
-        res.collection = index_stage(probes.fingerprint, probes.corpus, run_config.chunker, emb, run_config.index,
-                                     chunks, cache, index, False, **build)
+        inputs = IndexInputs(probes.fingerprint, probes.corpus, run_config.chunker, chunks, emb, run_config.index)
+        res.collection = index_stage(inputs, cache, index, **build)
         sessions.append(res.collection)
         if run_config.retriever.uses_sparse_collection:
-            res.hybrid_collection = index_stage(probes.fingerprint, probes.corpus, run_config.chunker, emb,
-                                                run_config.index, chunks, cache, index, True, **build)
+            res.hybrid_collection = index_stage(replace(inputs, sparse=True), cache, index, **build)
             sessions.append(res.hybrid_collection)
         res.query_vectors, _ = embed_texts(probes.queries["text"].to_list(), emb, "query", cache)
     from contextlib import ExitStack

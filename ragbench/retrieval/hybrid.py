@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from ragbench.core.schemas import canonical_order
 from ragbench.data.dataset import Dataset
 from ragbench.embedding.embed import model_key
+from ragbench.index.qdrant import HybridQuery
 from ragbench.retrieval.base import RETRIEVERS, DenseSearch, Filters, RetrievalResources, RetrieverSpec, run_from_hits
 from ragbench.retrieval.bm25 import BM25Params, bm25_run
 from ragbench.retrieval.dense import DenseParams, dense_run
@@ -53,10 +54,10 @@ class HybridRetriever(RetrieverSpec):
 
     def first_stage(self, ds: Dataset, res: RetrievalResources, embedder, filters: Filters) -> pl.DataFrame:
         if self.engine == "qdrant":  # one Qdrant query: dense + sparse prefetches, fused by Qdrant's RRF
-            hits = res.index.hybrid_search(
-                res.hybrid_collection, res.query_vectors, ds.queries["text"].to_list(), model_key(embedder),
-                self.depth, dense_depth=self.dense.depth, sparse_depth=self.bm25.depth, k=self.k,
-                exact=self.dense.exact, hnsw_ef=self.dense.hnsw_ef, query_filter=filters.index_filter)
+            plan = HybridQuery(self.depth, dense_depth=self.dense.depth, sparse_depth=self.bm25.depth, k=self.k,
+                               exact=self.dense.exact, hnsw_ef=self.dense.hnsw_ef, query_filter=filters.index_filter)
+            hits = res.index.hybrid_search(res.hybrid_collection, res.query_vectors, ds.queries["text"].to_list(),
+                                           model_key(embedder), plan)
             return run_from_hits(ds.queries["query_id"].to_list(), res.chunks, hits.ids, hits.scores)
         with ThreadPoolExecutor(max_workers=2) as pool:  # Qdrant and bm25s both release the GIL in their cores
             dense = pool.submit(dense_run, ds, res, embedder, self.dense.depth, self.dense.exact,

@@ -32,7 +32,7 @@ from ragbench.core.spec import Spec, versions_above_one
 from ragbench.data.dataset import Dataset
 from ragbench.data.holdout import HELDOUT_PREFIX, holdout_split
 from ragbench.embedding.embed import model_key
-from ragbench.evaluation.ann import ann_fidelity
+from ragbench.evaluation.ann import EfSweep, ann_fidelity
 from ragbench.evaluation.cost import serving_latency, size_measures
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
@@ -177,8 +177,9 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
     dense = run_config.retriever.dense_search()
     if dense is not None and run_config.embedder is not None and spec.ann_fidelity.enabled and not held_out:
         res, af = inputs.resources, spec.ann_fidelity
-        ann = ann_fidelity(res.index, res.collection, res.query_vectors, model_key(run_config.embedder), k=af.k,
-                           ef_values=af.ef_values, depth=max(dense.depth, af.k), configured_ef=dense.hnsw_ef)
+        ann = ann_fidelity(res.index, res.collection, res.query_vectors, model_key(run_config.embedder),
+                           EfSweep(k=af.k, ef_values=af.ef_values, depth=max(dense.depth, af.k),
+                                   configured_ef=dense.hnsw_ef))
         configured = ann.filter(pl.col("configured"))
         level[f"ann_recall_vs_exact@{af.k}"] = 1.0 if dense.exact else float(configured["recall_vs_exact"][0])
     if not held_out:  # what the config costs: latency on the serving path, index size, memory, embedding time

@@ -27,7 +27,7 @@ from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.generation.llm.context import ChunkTexts, ContextSpec
 from ragbench.generation.spec import GenerationSpec
 from ragbench.generation.stage import Generator
-from ragbench.index.build import index_stage
+from ragbench.index.build import IndexInputs, index_stage
 from ragbench.index.qdrant import open_index
 from ragbench.results.outcomes import ConfigResult
 from ragbench.retrieval import RetrievalResources
@@ -108,8 +108,9 @@ class StageWork:
 
     def index_chunks(self, chunker_index: int, emb, index_spec, chunks: pl.DataFrame, sparse: bool) -> str:
         """The chunker × embedder collection (``sparse``: with the BM25 sparse vectors of hybrid search)."""
-        return index_stage(self.ds.fingerprint, self.ds.corpus, self.cfg.chunkers[chunker_index], emb, index_spec,
-                           chunks, self.vector_cache, self.index, sparse, disk_root=self.home,
+        inputs = IndexInputs(self.ds.fingerprint, self.ds.corpus, self.cfg.chunkers[chunker_index], chunks, emb,
+                             index_spec, sparse)
+        return index_stage(inputs, self.vector_cache, self.index, disk_root=self.home,
                            reserve_bytes=self.settings.min_free_bytes)
 
     def evaluate(self, chunker_index: int, run_config: RunConfig, chunks: pl.DataFrame, collection: str | None = None,
