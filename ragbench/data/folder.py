@@ -107,11 +107,12 @@ class FolderScan:
 
     def warnings(self) -> list[str]:
         """One line per skipped file (``file[:line]: skipped: reason``); unsupported types summed up in one."""
-        out = [f"{self.root / f.doc_id}{f':{f.line}' if f.line else ''}: skipped: {f.reason}"
+        root = printable_name(str(self.root))
+        out = [f"{printable_name(str(self.root / f.doc_id))}{f':{f.line}' if f.line else ''}: skipped: {f.reason}"
                for f in self.skipped if not f.unsupported]
         other = Counter(f.suffix or "(no suffix)" for f in self.skipped if f.unsupported)
         if other:
-            out.append(f"{self.root}: {sum(other.values())} file(s) of unsupported types skipped ("
+            out.append(f"{root}: {sum(other.values())} file(s) of unsupported types skipped ("
                        + ", ".join(f"{s}: {n}" for s, n in sorted(other.items()))
                        + f"); supported: {', '.join(sorted(KINDS))}; list them under exclude to silence this")
         return out
@@ -165,60 +166,85 @@ def _metadata(doc_id: str, path: Path) -> dict:
             "modified": datetime.fromtimestamp(st.st_mtime, timezone.utc).isoformat(timespec="seconds")}
 
 
+def printable_name(name: str) -> str:
+    """``name`` as valid Unicode, so that it can be printed, hashed and stored anywhere: a file name whose bytes are
+    not UTF-8 (which Python holds as surrogate escapes, ``'caf\\udcff.md'``) gets each such byte written as
+    ``\\xNN`` (``'caf\\\\xff.md'``, shown as ``caf\\xff.md``); any other name is returned as it is."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _read_file(root: Path, rel: str, cache: DocumentCache | None) -> FolderDocument | SkippedFile:
+    """One candidate file as a document, or why it is skipped. ``rel`` is the name on disk; the doc id is its
+    :func:`printable_name`."""
+    path, doc_id = root / rel, printable_name(rel)
+    suffix = printable_name(path.suffix.lower())
+    kind = KINDS.get(suffix)
+    if kind is None:
+        return SkippedFile(doc_id, suffix, f"unsupported type {suffix or '(no suffix)'}", unsupported=True)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        return SkippedFile(doc_id, suffix, f"cannot read it ({e.strerror or e})")
+    sha = hashlib.sha256(data).hexdigest()
+    key = DocumentCache.key(sha, converter_id(kind))
+    entry = cache.get(key) if cache is not None else None
+    cached = entry is not None
+    if entry is None:
+        try:
+            text, title = convert(data, kind)
+            entry = {"text": text, "title": title}
+        except ConversionError as e:
+            entry = {"error": str(e), "line": e.line}
+        if cache is not None:
+            cache.put(key, entry)
+    if "error" in entry:
+        return SkippedFile(doc_id, suffix, entry["error"], entry.get("line"))
+    text = entry["text"]
+    title = first_heading(text) or entry.get("title") or PurePosixPath(doc_id).stem
+    return FolderDocument(doc_id, kind, title, text, _metadata(doc_id, path), sha, cached)
+
+
 def scan_folder(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (), *,
                 cache_root: Path | None = None, questions: Path | None = None) -> FolderScan:
     """Read every file under ``root`` (see :func:`list_files`) as a document, converting what needs it.
 
     With ``cache_root``, converted text (and conversion failures) come from / go to the
-    :class:`~ragbench.core.cache.DocumentCache` there, keyed by file content and converter version.
+    :class:`~ragbench.core.cache.DocumentCache` there, keyed by file content and converter version. A file whose
+    name is not UTF-8 is read under its :func:`printable_name` (its doc id, title and metadata); one whose printable
+    name is already another file's doc id is skipped with a warning.
     """
     root = Path(root)
     if not root.is_dir():
-        raise DatasetError(f"{root}: folder not found")
+        raise DatasetError(f"{printable_name(str(root))}: folder not found")
     cache = DocumentCache(cache_root) if cache_root is not None else None
     files = list_files(root, include, exclude, questions)
     docs: list[FolderDocument] = []
     skipped: list[SkippedFile] = []
-    with progress(f"read {root.name}", len(files)) as advance:
+    taken = set(files)
+    with progress(f"read {printable_name(root.name)}", len(files)) as advance:
         for rel in files:
-            path = root / rel
-            suffix = path.suffix.lower()
-            kind = KINDS.get(suffix)
-            if kind is None:
-                skipped.append(SkippedFile(rel, suffix, f"unsupported type {suffix or '(no suffix)'}",
-                                           unsupported=True))
-                advance(1)
-                continue
-            try:
-                data = path.read_bytes()
-            except OSError as e:
-                skipped.append(SkippedFile(rel, suffix, f"cannot read it ({e.strerror or e})"))
-                advance(1)
-                continue
-            sha = hashlib.sha256(data).hexdigest()
-            key = DocumentCache.key(sha, converter_id(kind))
-            entry = cache.get(key) if cache is not None else None
-            cached = entry is not None
-            if entry is None:
-                try:
-                    text, title = convert(data, kind)
-                    entry = {"text": text, "title": title}
-                except ConversionError as e:
-                    entry = {"error": str(e), "line": e.line}
-                if cache is not None:
-                    cache.put(key, entry)
-            if "error" in entry:
-                skipped.append(SkippedFile(rel, suffix, entry["error"], entry.get("line")))
+            doc_id = printable_name(rel)
+            if doc_id != rel and doc_id in taken:  # a real file already has that name
+                skipped.append(SkippedFile(doc_id, printable_name(Path(rel).suffix.lower()),
+                                           "its name is not UTF-8 and, written printably, is another file's name"))
             else:
-                text = entry["text"]
-                title = first_heading(text) or entry.get("title") or path.stem
-                docs.append(FolderDocument(rel, kind, title, text, _metadata(rel, path), sha, cached))
+                got = _read_file(root, rel, cache)
+                (docs if isinstance(got, FolderDocument) else skipped).append(got)
             advance(1)
     scan = FolderScan(root, tuple(docs), tuple(skipped))
     fresh = [d.doc_id for d in docs if not d.cached]
+    shown = printable_name(str(root))
     if cache is not None and 0 < len(fresh) < len(docs) and len(fresh) <= 10:  # a rerun: name what changed
-        log.info("folder %s: converted (new or changed): %s", root, ", ".join(fresh))
-    log.info("folder %s: %d files: %d documents (%d converted, %d from the conversion cache), %d skipped", root,
+        log.info("folder %s: converted (new or changed): %s", shown, ", ".join(fresh))
+    log.info("folder %s: %d files: %d documents (%d converted, %d from the conversion cache), %d skipped", shown,
              len(files), len(docs), scan.n_converted, len(docs) - scan.n_converted, len(skipped))
     return scan
 
@@ -280,7 +306,7 @@ def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[D
     fingerprint = stable_hash({"corpus": _corpus_hash(corpus), "questions": file_sha256(qpath),
                                "spec": spec.model_dump(mode="json", exclude={"name", "path", "questions",
                                                                              "holdout"})})
-    ds = Dataset(spec.name or root.name, corpus, queries, labels.qrels, spans, fingerprint,
+    ds = Dataset(spec.name or printable_name(root.name), corpus, queries, labels.qrels, spans, fingerprint,
                  tuple(scan.warnings()) + labels.warnings, notes=labels.notes)
     return subset(ds, spec.max_queries, spec.max_docs, spec.seed), scan
 

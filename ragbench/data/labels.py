@@ -149,7 +149,8 @@ def _row_docs(q: Question, label: str, state: _Labelling) -> list[str] | None:
     """The row's ``doc`` paths as doc ids, or None (problems recorded) when one is not a document of the folder."""
     row_docs, ok = [], True
     for raw in q.docs:
-        d = _norm_doc(raw)
+        # a doc id as written first: a printable non-UTF-8 name holds backslashes (caf\xff.md) that are no separators
+        d = raw.strip() if raw.strip() in state.docs else _norm_doc(raw)
         if d in state.docs:
             row_docs.append(d)
             continue
