@@ -5,13 +5,12 @@ kind means to MLflow's params and to the cost model comes from its own spec clas
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
 import pytest
-from conftest import DEMO, write_config
+from conftest import DEMO, ROOT, write_config
 
 from ragbench.chunking import CHUNKERS, ChunkerSpec
 from ragbench.config import load_config
@@ -178,9 +177,8 @@ _KIND_SWITCH = re.compile(r"""kind["')\]]*\s*(==|!=|\bin\b\s*[(\[{])|isinstance\
 
 
 def test_no_module_switches_on_chunker_or_retriever_kinds():
-    root = Path(__file__).resolve().parents[1]
     for rel in KIND_NEUTRAL:
-        for lineno, line in enumerate((root / rel).read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate((ROOT / rel).read_text(encoding="utf-8").splitlines(), 1):
             assert not _KIND_SWITCH.search(line), f"{rel}:{lineno}: switches on a kind: {line.strip()}"
 
 
