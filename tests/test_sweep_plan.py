@@ -1,7 +1,8 @@
-"""The sweep's decision (run, reuse, skip, and why) on its own: configs and what a store holds in, a plan out.
+"""The sweep's decision (run, reuse, skip, and why) on its own: configs and what a store holds in, a plan out;
+and its graph of stages, declared as data and executed by the plain-Python runner.
 
 No model is loaded, no store or index opened: the configs come from a sweep file, the evaluation keys and the
-store's answer are written here.
+store's answer are written here, and the stage functions say what they were called with.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from conftest import DEMO, write_config
 from ragbench.config import load_config
 from ragbench.sweep.decide import (COPY_FAILED, DONE, FRESH, NOT_STORED, REUSED, SPOOLED, UNREADABLE, StoreHolds,
                                    decide)
+from ragbench.sweep.graph import DATASET, StageFns, execute, outcome, sweep_graph
+from ragbench.sweep.runner import Finished, LocalRunner, UpstreamFailed
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +76,76 @@ def test_a_failed_copy_turns_reuse_into_runs_and_keeps_the_skips(configs):
     assert plan.reused == {b: "s1", c: "s0"}                  # the original is unchanged (a frozen value)
     assert not again.reused and again.done == {a} and again.blocked(COPY_FAILED) == 2
     assert again.todo == configs[1:] and again.stored == {a: ("s2", "s2")}
+
+
+# ------------------------------------------------------------ the graph, declared as data
+@pytest.fixture(scope="module")
+def dense_configs(tmp_path_factory):
+    path = write_config(tmp_path_factory.mktemp("graph") / "graph.yaml", f"""name: graph
+dataset: {{path: {DEMO}}}
+chunkers: [{{kind: whole}}, {{kind: fixed, size: 64, overlap: 0}}]
+embedders: [{{model: static-retrieval-m2v}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}, {{kind: hybrid, engine: qdrant}}]
+output: {{mlflow: false}}
+""")
+    cfg = load_config(path)
+    return cfg, cfg.expand()
+
+
+def _calls(log: list):
+    """Stage functions that say what they were called with (no model: the graph's wiring is what is tested)."""
+    def fn(kind):
+        def call(**kw):
+            log.append((kind, kw))
+            if kind == "chunk":
+                return f"chunks:{kw['chunker'].kind}"
+            if kind == "embed_documents" and kw["chunks"] == "chunks:fixed":
+                raise RuntimeError("no vectors for fixed chunks")
+            return f"{kind}({','.join(f'{k}={v}' for k, v in sorted(kw.items()) if isinstance(v, str))})"
+        return call
+
+    return StageFns(*(fn(k) for k in ("chunk", "embed_queries", "embed_documents", "index", "evaluate", "record")))
+
+
+def test_the_graph_is_data_named_inputs_in_waves_and_chains_per_config(dense_configs):
+    cfg, configs = dense_configs
+    graph = sweep_graph(configs, cfg.chunkers, _calls([]))
+    kinds = [s.output.split("/")[0] for s in graph.stages]
+    # waves: chunks, BM25 configs, query vectors, document vectors, indexes, hybrid indexes, dense configs
+    assert kinds == (["chunks"] * 2 + ["evaluated", "recorded"] * 2 + ["queries"] + ["vectors"] * 2
+                     + ["collection"] * 2 + ["hybrid"] * 2 + ["evaluated", "recorded"] * 4)
+    outputs = [s.output for s in graph.stages]
+    for position, stage in enumerate(graph.stages):  # every input is the output of a stage listed before it
+        assert all(outputs.index(name) < position for name in (*stage.inputs.values(), *stage.after)
+                   if name != DATASET), stage.name
+    bm25 = next(s for s in graph.stages if s.name.startswith("evaluate") and "bm25" in s.name.lower())
+    assert dict(bm25.inputs) == {"chunks": "chunks/0"}                   # a BM25 config waits for its chunks only
+    hybrid = next(c for c in configs if c.retriever.uses_sparse_collection and c.chunker == cfg.chunkers[1])
+    e = hybrid.embedder.spec_id
+    assert graph.chains[hybrid.config_id] == ("chunks/1", f"vectors/1/{e}", f"collection/1/{e}", f"queries/{e}",
+                                              f"hybrid/1/{e}", f"evaluated/{hybrid.config_id}",
+                                              f"recorded/{hybrid.config_id}")
+    index = next(s for s in graph.stages if s.output == f"hybrid/1/{e}")
+    assert index.after == (f"vectors/1/{e}",) and index.params["sparse"] is True
+    assert graph.embeddings == (f"queries/{e}", f"vectors/0/{e}", f"vectors/1/{e}")
+    assert [c for _, c in graph.order] == [c for ch in cfg.chunkers for c in configs if c.chunker == ch]
+
+
+def test_executed_by_the_local_runner_a_failed_branch_stops_there_and_names_its_cause(dense_configs):
+    cfg, configs = dense_configs
+    log: list = []
+    graph = sweep_graph(configs, cfg.chunkers, _calls(log))
+    futures = execute(graph.stages, LocalRunner(), {DATASET: Finished("ds")})
+    ran = [kind for kind, _ in log]
+    assert ran.count("chunk") == 2 and ran.count("embed_documents") == 2
+    assert ran.count("index") == 2 and ran.count("evaluate") == 4           # the fixed chunker's dense branch: none
+    for i, c in graph.order:
+        chain = [futures[name] for name in graph.chains[c.config_id]]
+        if c.embedder is not None and i == 1:
+            with pytest.raises(RuntimeError, match="no vectors for fixed chunks"):  # the cause, not "upstream"
+                outcome(chain)
+            assert isinstance(futures[graph.chains[c.config_id][-1]].error, UpstreamFailed)
+        else:
+            assert outcome(chain).startswith("record(")
+    evaluated = [kw for kind, kw in log if kind == "evaluate" and kw["run_config"].embedder is not None]
+    assert evaluated and all(kw["chunks"].startswith("chunks:") and kw["collection"].startswith("index(") for kw in evaluated)

@@ -1,10 +1,10 @@
 """The sweep plan: what each chunker shares among its configs, and what each config needs.
 
-The orchestrator walks chunkers in config order; for each it builds a :class:`ChunkerPlan` lazily (chunks once,
-token counts and chunk statistics once per tokenizer, per-chunk context texts once per context tokenizer, window
-statistics once per embedder, BM25 indexes once per parameter set, one collection per embedder) and hands each
-config a :class:`ConfigInputs` with only its slice.
-"""
+The sweep's stages (:class:`~ragbench.sweep.work.StageWork`) build per chunker a :class:`ChunkerPlan` lazily
+(chunks once, token counts and chunk statistics once per tokenizer, per-chunk context texts once per context
+tokenizer, window statistics once per embedder, BM25 indexes once per parameter set, one collection per embedder)
+and hand each config a :class:`ConfigInputs` with only its slice. Which configs run at all is decided before, by
+:func:`ragbench.sweep.decide.decide`."""
 
 from __future__ import annotations
 
