@@ -174,7 +174,9 @@ def _sentence_evidence_spans(path: Path, query_meta: dict[str, dict], qrels: pl.
 
 @DATASET_FORMATS.register
 class BeirDataset(DatasetSpec):
-    """``format: beir`` (the default): a BEIR-layout folder (see the module docstring); the common options only."""
+    """``format: beir`` (the default): a BEIR-layout folder (``corpus.jsonl``, ``queries.jsonl``,
+    ``qrels/<split>.tsv``; optional ``spans/<split>.jsonl`` or SciFact's ``sentences.jsonl``); the common options
+    only."""
 
     format: Literal["beir"] = "beir"
 

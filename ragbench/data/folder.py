@@ -313,7 +313,8 @@ def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[D
 
 @DATASET_FORMATS.register
 class FolderDataset(DatasetSpec):
-    """``format: folder``: a folder of documents and a questions file (see the module docstring)."""
+    """``format: folder``: a folder of documents (Markdown, text, HTML, PDF, DOCX), converted to Markdown and
+    cached, and a questions file (CSV, JSONL or YAML) whose quotes label evidence spans in them."""
 
     format: Literal["folder"] = "folder"
     questions: Path | None = Field(None, description="folder format: the questions file (CSV, JSONL or YAML), "

@@ -233,8 +233,9 @@ def parse_squad(data: Any, source: str, documents: Literal["paragraph", "article
 
 @DATASET_FORMATS.register
 class SquadDataset(DatasetSpec):
-    """``format: squad``: one SQuAD v1.1 JSON file (see the module docstring). Its option ``squad_documents``
-    stays on :class:`DatasetSpec`, where every format accepts it and every dataset fingerprint hashes it."""
+    """``format: squad``: one SQuAD v1.1 JSON file (or a folder holding ``<split>.json``), answer offsets as
+    evidence spans. Its option ``squad_documents`` stays on :class:`DatasetSpec`, where every format accepts it and
+    every dataset fingerprint hashes it."""
 
     format: Literal["squad"] = "squad"
 
