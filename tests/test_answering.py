@@ -27,6 +27,7 @@ from ragbench.generation.answering import (
     RETRIEVAL_MISS_RANKING,
     RETRIEVAL_MISS_REPRESENTATION,
     VERDICTS,
+    Retrieved,
     answer_queries,
     context_hits,
     gold_evidence,
@@ -37,10 +38,10 @@ from ragbench.generation.answering import (
     verdict_counts,
 )
 from ragbench.generation.llm import LLMServerError
-from ragbench.generation.llm.client import ChatClient
+from ragbench.generation.llm.client import ChatClient, ChatOptions
 from ragbench.generation.llm.context import ContextSpec
 from ragbench.generation.llm.graders import answer_in_context, grade
-from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
+from ragbench.generation.llm.server import LocalLLMServer, ServerOptions, locate_llama_server, locate_model
 from ragbench.reporting.plots import plot_k_sweep
 from ragbench.retrieval import BM25Index, run_from_hits
 
@@ -100,7 +101,7 @@ def server():
     except LLMServerError as e:
         (pytest.fail if os.environ.get("RAGBENCH_REQUIRE_LLM") == "1" else pytest.skip)(
             f"local LLM not installed ({e})")
-    with LocalLLMServer(binary, model, ctx=4096, parallel=1, threads=1) as srv:
+    with LocalLLMServer(binary, model, ServerOptions(ctx=4096, parallel=1, threads=1)) as srv:
         yield srv
 
 
@@ -128,8 +129,8 @@ def test_answer_queries_and_oracle_against_the_real_server(demo, server, tmp_pat
     ds, chunks, run = demo
     golds = dict(zip(ds.queries["query_id"].to_list(), ds.queries["answers"].to_list()))
     texts = dict(zip(chunks["chunk_id"], chunks["text"]))
-    with ChatClient(server.base_url, server.model_id, max_tokens=32, cache_dir=tmp_path / "llm") as client:
-        answers = answer_queries(ds, run, chunks, client, SPEC)
+    with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=32), cache_dir=tmp_path / "llm") as client:
+        answers = answer_queries(Retrieved(ds, run, chunks), client, SPEC)
         assert client.http_calls == 4
         assert answers.schema == pl.Schema(ANSWER_SCHEMA) and answers["query_id"].to_list() == QIDS
         for r in answers.iter_rows(named=True):
@@ -147,12 +148,12 @@ def test_answer_queries_and_oracle_against_the_real_server(demo, server, tmp_pat
         top = run.filter(pl.col("query_id") == "q03").sort("rank")["chunk_id"].to_list()
         assert answers.filter(pl.col("query_id") == "q03")["chunk_ids"][0].to_list() == top[:3]
 
-        hits = context_hits(ds, run, chunks, SPEC)                     # the same contexts, no LLM
+        hits = context_hits(Retrieved(ds, run, chunks), SPEC)                     # the same contexts, no LLM
         assert hits["n_chunks"].to_list() == answers["n_chunks"].to_list()
         nan_safe = lambda xs: ["nan" if math.isnan(x) else x for x in xs]  # noqa: E731
         assert nan_safe(hits["answer_in_context"]) == nan_safe(answers["answer_in_context"])
 
-        oracle = oracle_test(ds, run, chunks, client, SPEC, pool_depth=50)
+        oracle = oracle_test(Retrieved(ds, run, chunks), client, SPEC, pool_depth=50)
         assert client.http_calls == 8                                # arm A from the cache, arm B: 4 new calls
     assert oracle.schema == pl.Schema(ORACLE_SCHEMA) and oracle["query_id"].to_list() == QIDS
     assert set(oracle["verdict"]) <= set(VERDICTS)
@@ -176,8 +177,8 @@ def test_answer_queries_and_oracle_against_the_real_server(demo, server, tmp_pat
 def test_k_sweep_and_plot(demo, server, tmp_path):
     ds, chunks, run = demo
     two = replace(ds, queries=ds.queries.filter(pl.col("query_id").is_in(["q03", "q11"])))
-    with ChatClient(server.base_url, server.model_id, max_tokens=24, cache_dir=tmp_path / "llm") as client:
-        table = k_sweep(two, run, chunks, client, SPEC, ks=[3, 1])
+    with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=24), cache_dir=tmp_path / "llm") as client:
+        table = k_sweep(Retrieved(two, run, chunks), client, SPEC, ks=[3, 1])
     assert table["k"].to_list() == [1, 3] and (table["n_queries"] == 2).all()
     assert table["mean_chunks"].to_list() == [1.0, 3.0]
     assert table["recall_measure"].to_list() == ["span_recall", "span_recall"]
@@ -193,12 +194,12 @@ def test_bad_inputs_are_refused(demo):
     client = ChatClient("http://127.0.0.1:9", "m")   # never called: every check runs before generation
     no_answers = replace(ds, queries=ds.queries.with_columns(pl.lit([], dtype=pl.List(pl.String)).alias("answers")))
     with pytest.raises(ValueError, match="no answer strings"):
-        answer_queries(no_answers, run, chunks, client, SPEC)
+        answer_queries(Retrieved(no_answers, run, chunks), client, SPEC)
     with pytest.raises(ValueError, match="pool_depth"):
-        oracle_test(ds, run, chunks, client, SPEC, pool_depth=2)
+        oracle_test(Retrieved(ds, run, chunks), client, SPEC, pool_depth=2)
     with pytest.raises(ValueError, match="absent from the chunks table"):
-        answer_queries(ds, run, chunks.head(3), client, SPEC)
+        answer_queries(Retrieved(ds, run, chunks.head(3)), client, SPEC)
     with pytest.raises(ValueError, match="sample must be"):
-        answer_queries(ds, run, chunks, client, SPEC, sample=0)
+        answer_queries(Retrieved(ds, run, chunks), client, SPEC, sample=0)
     assert client.http_calls == 0
     client.close()

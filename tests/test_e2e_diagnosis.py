@@ -26,6 +26,7 @@ from ragbench.generation.answering import (
     CONTEXT_BUDGET,
     GENERATION_BUG,
     PASS,
+    Retrieved,
     context_hits,
     gold_evidence,
     oracle_test,
@@ -141,7 +142,7 @@ def test_oracle_arm_of_a_reader_is_right_far_more_often_than_the_retrieval_arm(l
     chunks, run = _bm25(ds, WholeDocChunker())
     spec = ContextSpec(k=2, token_budget=150)
     reader = StrongReader(ds)
-    oracle = oracle_test(ds, run, chunks, reader, spec, pool_depth=5)
+    oracle = oracle_test(Retrieved(ds, run, chunks), reader, spec, pool_depth=5)
     n, a, b = oracle.height, int(oracle["a_correct"].sum()), int(oracle["b_correct"].sum())
     assert n == 26 and b >= 0.9 * n and b - a >= 0.3 * n, (a, b)
     assert (oracle["n_gold_passages"] >= 1).all()
@@ -163,18 +164,18 @@ def test_a_long_top_article_is_cut_and_its_lost_answer_is_a_budget_verdict(long_
     reader = StrongReader(long_ds)
     spec = ContextSpec(k=2, token_budget=300)
     # the right article ranked first, but its answer (last paragraph) lies beyond the budget: not a ranking miss
-    late = oracle_test(_one(long_ds, "sl-005"), _handmade_run("sl-005", [ids["kessler-reservoir"]], chunks),
-                       chunks, reader, spec, pool_depth=2).row(0, named=True)
+    late = oracle_test(Retrieved(_one(long_ds, "sl-005"), _handmade_run("sl-005", [ids["kessler-reservoir"]], chunks),
+                       chunks), reader, spec, pool_depth=2).row(0, named=True)
     assert late["gold_lost_to_budget"] and not late["gold_in_context"] and late["verdict"] == CONTEXT_BUDGET
     # the same article answers an early question from the part that was kept
-    early = oracle_test(_one(long_ds, "sl-001"), _handmade_run("sl-001", [ids["kessler-reservoir"]], chunks),
-                        chunks, reader, spec, pool_depth=2).row(0, named=True)
+    early = oracle_test(Retrieved(_one(long_ds, "sl-001"), _handmade_run("sl-001", [ids["kessler-reservoir"]], chunks),
+                        chunks), reader, spec, pool_depth=2).row(0, named=True)
     assert early["gold_in_context"] and not early["gold_lost_to_budget"] and early["verdict"] == PASS
     # the right article ranked second behind a long one that fills the budget: dropped, a budget verdict too
     second = _handmade_run("sl-010", [ids["kessler-reservoir"], ids["order-of-the-lantern"]], chunks)
-    row = oracle_test(_one(long_ds, "sl-010"), second, chunks, reader, spec, pool_depth=2).row(0, named=True)
+    row = oracle_test(Retrieved(_one(long_ds, "sl-010"), second, chunks), reader, spec, pool_depth=2).row(0, named=True)
     assert row["gold_lost_to_budget"] and row["verdict"] == CONTEXT_BUDGET
-    hits = context_hits(_one(long_ds, "sl-010"), second, chunks, spec).row(0, named=True)
+    hits = context_hits(Retrieved(_one(long_ds, "sl-010"), second, chunks), spec).row(0, named=True)
     assert (hits["n_chunks"], hits["budget_cut"], hits["budget_dropped"]) == (1, 1, 1) and hits["gold_lost_to_budget"]
 
 
@@ -196,16 +197,16 @@ def test_a_chunk_label_is_not_evidence(long_ds):
     run = _handmade_run("sl-004", others, chunks)                # gold "5"; five chunks, the last labelled [5]
     ds = _one(long_ds, "sl-004")
     spec = ContextSpec(k=5, token_budget=None)
-    hit = context_hits(ds, run, chunks, spec).row(0, named=True)
+    hit = context_hits(Retrieved(ds, run, chunks), spec).row(0, named=True)
     assert hit["n_chunks"] == 5 and hit["answer_in_context"] == 0.0
     texts = dict(zip(chunks["chunk_id"], chunks["text"]))
     ctx = build_context("q", [(c, texts[c]) for c in others], spec)
     assert "[5] " in ctx.context and answer_in_context(ctx.texts, ["5"]) == 0.0
-    oracle = oracle_test(ds, run, chunks, StrongReader(long_ds), spec, pool_depth=5).row(0, named=True)
+    oracle = oracle_test(Retrieved(ds, run, chunks), StrongReader(long_ds), spec, pool_depth=5).row(0, named=True)
     assert not oracle["gold_in_context"] and oracle["answer_in_context"] == 0.0
     # positive control: the chunk that does say "5 locks" at rank 5 is found
     canal = chunks.filter(pl.col("text").str.contains("5 locks"))["chunk_id"][0]
-    found = context_hits(ds, _handmade_run("sl-004", others[:4] + [canal], chunks), chunks, spec)
+    found = context_hits(Retrieved(ds, _handmade_run("sl-004", others[:4] + [canal], chunks), chunks), spec)
     assert found["answer_in_context"][0] == 1.0
 
 
@@ -213,11 +214,11 @@ def test_per_chunk_work_is_shared_across_calls(long_ds):
     chunks, run = _bm25(long_ds, SentenceChunker(window=2))
     spec = ContextSpec(k=3, token_budget=200)
     texts = ChunkTexts(TOK)
-    first = context_hits(long_ds, run, chunks, spec, texts=texts)
+    first = context_hits(Retrieved(long_ds, run, chunks), spec, texts=texts)
     counted, normalised = len(texts._tokens), len(texts._normalised)
     assert 0 < counted <= chunks.height and normalised > 0
-    again = context_hits(long_ds, run, chunks, spec, texts=texts)
+    again = context_hits(Retrieved(long_ds, run, chunks), spec, texts=texts)
     assert (len(texts._tokens), len(texts._normalised)) == (counted, normalised)   # nothing recomputed
-    assert first.equals(again) and first.equals(context_hits(long_ds, run, chunks, spec))
+    assert first.equals(again) and first.equals(context_hits(Retrieved(long_ds, run, chunks), spec))
     with pytest.raises(ValueError, match="tokenizer"):
-        context_hits(long_ds, run, chunks, spec, texts=ChunkTexts("static-retrieval-m2v"))
+        context_hits(Retrieved(long_ds, run, chunks), spec, texts=ChunkTexts("static-retrieval-m2v"))

@@ -14,8 +14,8 @@ import pytest
 
 from ragbench.core.settings import Settings
 from ragbench.generation.llm import LLMClientError, LLMServerError
-from ragbench.generation.llm.client import ChatClient
-from ragbench.generation.llm.server import LocalLLMServer, free_port, locate_llama_server, locate_model
+from ragbench.generation.llm.client import ChatClient, ChatOptions
+from ragbench.generation.llm.server import LocalLLMServer, ServerOptions, free_port, locate_llama_server, locate_model
 
 
 def _locate():
@@ -43,7 +43,7 @@ def _processes_mentioning(needle: str) -> list[int]:
 @pytest.fixture(scope="module")
 def server():
     binary, model = _locate()
-    with LocalLLMServer(binary, model, ctx=2048, parallel=1, threads=1) as srv:
+    with LocalLLMServer(binary, model, ServerOptions(ctx=2048, parallel=1, threads=1)) as srv:
         yield srv
 
 
@@ -63,7 +63,8 @@ def test_health_and_model_alias(server):
 
 
 def test_answers_cache_and_repeatability(server, tmp_path):
-    with ChatClient(server.base_url, server.model_id, max_tokens=24, cache_dir=tmp_path / "cache") as client:
+    with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=24),
+                    cache_dir=tmp_path / "cache") as client:
         first = client.complete_many(QUESTIONS)
         assert client.http_calls == 3
         assert all(isinstance(c.text, str) and c.text.strip() for c in first)
@@ -76,7 +77,7 @@ def test_answers_cache_and_repeatability(server, tmp_path):
         files = list((tmp_path / "cache").rglob("*.json"))
         assert len(files) == 3 and not list((tmp_path / "cache").rglob(".tmp-*"))
     # temperature 0 and cache_prompt false: a fresh uncached client gets the same text
-    with ChatClient(server.base_url, server.model_id, max_tokens=24, concurrency=2) as fresh:
+    with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=24, concurrency=2)) as fresh:
         assert [c.text for c in fresh.complete_many(QUESTIONS)] == [c.text for c in first]
         assert fresh.http_calls == 3
 
@@ -84,14 +85,16 @@ def test_answers_cache_and_repeatability(server, tmp_path):
 def test_api_key_never_in_repr_or_cache(server, tmp_path):
     settings = Settings.from_env({"RAGBENCH_LLM_API_KEY": "sk-test-SECRET-123"})
     key = settings.secret("RAGBENCH_LLM_API_KEY")
-    with ChatClient(server.base_url, server.model_id, max_tokens=8, cache_dir=tmp_path, api_key=key) as client:
+    with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=8), cache_dir=tmp_path,
+                    api_key=key) as client:
         assert "SECRET" not in repr(client) and "RAGBENCH_LLM_API_KEY set" in repr(client)
         client.complete(QUESTIONS[2])   # llama-server without --api-key ignores the header
     assert all("SECRET" not in p.read_text() for p in tmp_path.rglob("*.json"))
 
 
 def test_timeout_is_a_clear_error(server):
-    with ChatClient(server.base_url, server.model_id, max_tokens=64, timeout=0.001, retries=1, backoff=0.01) as c:
+    with ChatClient(server.base_url, server.model_id,
+                    ChatOptions(max_tokens=64, timeout=0.001, retries=1, backoff=0.01)) as c:
         with pytest.raises(LLMClientError, match=r"failed after 2 attempt\(s\): timed out after 0.001 s"):
             c.complete([{"role": "user", "content": "Write a long poem about the sea."}])
         assert c.http_calls == 2
@@ -99,21 +102,21 @@ def test_timeout_is_a_clear_error(server):
 
 def test_garbage_response_is_a_clear_error(server):
     # POST /health answers JSON without choices: the client must say so rather than return something
-    with ChatClient(f"{server.base_url}/health?x=", server.model_id, retries=0) as c:
+    with ChatClient(f"{server.base_url}/health?x=", server.model_id, ChatOptions(retries=0)) as c:
         with pytest.raises(LLMClientError, match="choices|rejected|non-JSON"):
             c.complete(QUESTIONS[2])
 
 
 def test_unreachable_endpoint_is_a_clear_error():
     port = free_port()
-    with ChatClient(f"http://127.0.0.1:{port}", "m", timeout=2, retries=1, backoff=0.01) as c:
+    with ChatClient(f"http://127.0.0.1:{port}", "m", ChatOptions(timeout=2, retries=1, backoff=0.01)) as c:
         with pytest.raises(LLMClientError, match=rf"127.0.0.1:{port}.*failed after 2 attempt\(s\): cannot connect"):
             c.complete(QUESTIONS[2])
 
 
 def test_stop_leaves_no_orphan():
     binary, model = _locate()
-    with LocalLLMServer(binary, model, ctx=512) as srv:
+    with LocalLLMServer(binary, model, ServerOptions(ctx=512)) as srv:
         pid = srv.pid
         os.kill(pid, 0)                      # alive while inside
     with pytest.raises(ProcessLookupError):
@@ -130,7 +133,7 @@ def test_bad_model_path_is_a_clear_error_and_leaves_no_process(tmp_path):
         LocalLLMServer(binary, missing).start()
     garbage = tmp_path / "garbage-model.gguf"
     garbage.write_bytes(b"this is not a gguf file" * 100)
-    srv = LocalLLMServer(binary, garbage, startup_timeout=60)
+    srv = LocalLLMServer(binary, garbage, ServerOptions(startup_timeout=60))
     with pytest.raises(LLMServerError, match=r"exited with code 1 while loading model .*garbage-model\.gguf") as e:
         srv.start()
     assert "invalid magic" in str(e.value)          # the server's own words, from the tail of its log

@@ -121,12 +121,12 @@ def _brute_force(query_vectors: np.ndarray, chunk_vectors: np.ndarray, query_ids
 
 def _replies(cfg, settings, spec) -> dict[str, str]:
     """The LLM's reply to each demo query, read from the response cache only (a client with no server behind)."""
-    from ragbench.generation.llm.client import ChatClient
+    from ragbench.generation.llm.client import ChatClient, ChatOptions
     from ragbench.generation.llm.server import locate_model, model_identity
 
     model = model_identity(locate_model(settings, cfg.generation.model))
-    client = ChatClient("http://127.0.0.1:9", model, max_tokens=cfg.generation.max_tokens, retries=0,
-                        cache_dir=settings.home / "cache" / "llm", extra_body=cfg.generation.extra_body)
+    options = ChatOptions(max_tokens=cfg.generation.max_tokens, retries=0, extra_body=cfg.generation.extra_body)
+    client = ChatClient("http://127.0.0.1:9", model, options, cache_dir=settings.home / "cache" / "llm")
     ds = load_dataset(cfg.dataset, settings.home / "cache")
     replies = {q: client.complete(spec.messages(t), max_tokens=spec.max_tokens).text
                for q, t in zip(ds.queries["query_id"], ds.queries["text"])}

@@ -94,6 +94,16 @@ def oracle_verdict(arm_a_correct: bool, arm_b_correct: bool, gold_in_context: bo
 
 
 # ---------------------------------------------------------------- inputs
+@dataclass(frozen=True, eq=False)
+class Retrieved:
+    """What one config retrieved for a dataset: the ``dataset`` (queries, labels, answers), its ``chunk_run``
+    (``query_id, chunk_id, score, rank``) and the ``chunks`` table the run's chunk ids are rows of."""
+
+    dataset: Dataset
+    chunk_run: pl.DataFrame
+    chunks: pl.DataFrame
+
+
 @dataclass(frozen=True)
 class _Query:
     query_id: str
@@ -225,9 +235,8 @@ def _answer(queries: list[_Query], ranked: dict[str, list[dict]], client: ChatCl
 
 
 # ---------------------------------------------------------------- public stages
-def answer_queries(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, client: ChatClient,
-                   context_spec: ContextSpec, sample: int | None = None, seed: int = 0,
-                   progress: Callable | None = None, texts: ChunkTexts | None = None) -> pl.DataFrame:
+def answer_queries(retrieved: Retrieved, client: ChatClient, context_spec: ContextSpec, sample: int | None = None,
+                   seed: int = 0, progress: Callable | None = None, texts: ChunkTexts | None = None) -> pl.DataFrame:
     """Answer each (sampled) query from its retrieved context and grade it; one row per query (``ANSWER_SCHEMA``).
 
     ``prompt_tokens`` is the endpoint's count (null if it reports none); ``context_tokens`` the budget tokenizer's
@@ -235,6 +244,7 @@ def answer_queries(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFra
     ``budget_dropped`` count the top-k chunks the budget cut or left out. ``texts`` caches per-chunk work for
     ``chunks`` across calls.
     """
+    dataset, chunk_run, chunks = retrieved.dataset, retrieved.chunk_run, retrieved.chunks
     queries = sample_queries(dataset, sample, seed)
     qids = [q.query_id for q in queries]
     ranked = _ranked_chunks(chunk_run, chunks, qids, _candidate_depth(context_spec))
@@ -242,8 +252,8 @@ def answer_queries(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFra
                    _Evidence(dataset, qids, _texts(context_spec, texts)))[0]
 
 
-def context_hits(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, context_spec: ContextSpec,
-                 sample: int | None = None, seed: int = 0, texts: ChunkTexts | None = None) -> pl.DataFrame:
+def context_hits(retrieved: Retrieved, context_spec: ContextSpec, sample: int | None = None, seed: int = 0,
+                 texts: ChunkTexts | None = None) -> pl.DataFrame:
     """Answer-in-context per query without any LLM (the DPR-style top-k accuracy, cheap enough for every config).
 
     Columns :data:`HITS_SCHEMA`: ``answer_in_context`` (NaN for unanswerable queries) on the chunk texts of the
@@ -251,6 +261,7 @@ def context_hits(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame
     whether gold evidence was retrieved into the top k but lost to the budget (module docstring). Linear in the
     context size: per-chunk work is done once per chunk through ``texts``.
     """
+    dataset, chunk_run, chunks = retrieved.dataset, retrieved.chunk_run, retrieved.chunks
     queries = sample_queries(dataset, sample, seed)
     qids = [q.query_id for q in queries]
     ranked = _ranked_chunks(chunk_run, chunks, qids, _candidate_depth(context_spec))
@@ -281,15 +292,16 @@ def gold_evidence(dataset: Dataset, query_id: str, token_budget: int | None = No
     return GoldPassages(dataset, token_budget, tokenizer).for_query(query_id, row["text"], row["answers"] or ())
 
 
-def oracle_test(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, client: ChatClient,
-                context_spec: ContextSpec, pool_depth: int = 50, sample: int | None = None, seed: int = 0,
-                progress: Callable | None = None, texts: ChunkTexts | None = None) -> pl.DataFrame:
+def oracle_test(retrieved: Retrieved, client: ChatClient, context_spec: ContextSpec, pool_depth: int = 50,
+                sample: int | None = None, seed: int = 0, progress: Callable | None = None,
+                texts: ChunkTexts | None = None) -> pl.DataFrame:
     """Arm A (retrieved context) vs arm B (gold passages only) per query, with a verdict (``ORACLE_SCHEMA``).
 
     Arm B uses ``context_spec``'s instruction and prompt format with the query's gold passages
     (:mod:`ragbench.generation.oracle`, bounded by ``context_spec.token_budget``), no dedupe. See the module
     docstring for gold-in-context, lost-to-budget, gold-in-pool and the verdict rules.
     """
+    dataset, chunk_run, chunks = retrieved.dataset, retrieved.chunk_run, retrieved.chunks
     if pool_depth < context_spec.k:
         raise ValueError(f"pool_depth ({pool_depth}) must be >= the context k ({context_spec.k})")
     queries = sample_queries(dataset, sample, seed)
@@ -374,15 +386,15 @@ def _retrieval_recall(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.Data
     return "doc_recall", float(mean[0]) if mean.len() and mean[0] is not None else math.nan
 
 
-def k_sweep(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.DataFrame, client: ChatClient,
-            context_spec: ContextSpec, ks: Sequence[int] = K_SWEEP, sample: int | None = None, seed: int = 0,
-            progress: Callable | None = None) -> pl.DataFrame:
+def k_sweep(retrieved: Retrieved, client: ChatClient, context_spec: ContextSpec, ks: Sequence[int] = K_SWEEP,
+            sample: int | None = None, seed: int = 0, progress: Callable | None = None) -> pl.DataFrame:
     """End-to-end accuracy and retrieval recall side by side for each context size k.
 
     One row per k: ``accuracy``/``em``/``f1``/``contains`` means over the sampled queries, ``answer_in_context``
     over the answerable ones, ``mean_chunks`` actually used (the token budget may cut below k: set
     ``token_budget`` to fit the largest k), ``recall`` and its ``recall_measure`` (see :func:`_retrieval_recall`).
     """
+    dataset, chunk_run, chunks = retrieved.dataset, retrieved.chunk_run, retrieved.chunks
     ks = sorted(set(int(k) for k in ks))
     if not ks or ks[0] < 1:
         raise ValueError(f"ks must be positive integers, got {ks}")

@@ -16,6 +16,7 @@ from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
 from ragbench.generation.answering import (
     ANSWER_SCHEMA,
+    Retrieved,
     answer_queries,
     context_hits,
     k_sweep,
@@ -56,24 +57,24 @@ class Generator:
         return self._client
 
     def _start(self):
-        from ragbench.generation.llm.client import ChatClient
+        from ragbench.generation.llm.client import ChatClient, ChatOptions
 
         s = self.spec
         if s.endpoint == "local":
-            from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
+            from ragbench.generation.llm.server import LocalLLMServer, ServerOptions, locate_llama_server, locate_model
 
+            options = ServerOptions(ctx=s.server.ctx, parallel=s.server.parallel, threads=s.server.threads,
+                                    startup_timeout=s.server.startup_timeout)
             self._server = LocalLLMServer(locate_llama_server(self.settings), locate_model(self.settings, s.model),
-                                          ctx=s.server.ctx,
-                                          parallel=s.server.parallel, threads=s.server.threads,
-                                          startup_timeout=s.server.startup_timeout).start()
+                                          options).start()
             base_url, model = self._server.base_url, self._server.model_id
             log.info("LLM: llama-server pid %s at %s serving %s", self._server.pid, base_url, model)
         else:
             base_url, model = s.endpoint, s.model
-        return ChatClient(base_url, model, temperature=s.temperature, max_tokens=s.max_tokens, timeout=s.timeout,
-                          retries=s.retries, concurrency=s.concurrency, api_key_env=s.api_key_env,
-                          api_key=self.settings.secret(s.api_key_env), cache_dir=self.settings.home / "cache" / "llm",
-                          extra_body=s.extra_body)
+        options = ChatOptions(temperature=s.temperature, max_tokens=s.max_tokens, timeout=s.timeout, retries=s.retries,
+                              concurrency=s.concurrency, extra_body=s.extra_body)
+        return ChatClient(base_url, model, options, api_key_env=s.api_key_env,
+                          api_key=self.settings.secret(s.api_key_env), cache_dir=self.settings.home / "cache" / "llm")
 
     def rewrite_llm(self) -> "CacheFirstLLM":
         """The endpoint as query rewrites use it: from the response cache first, so a rerun whose rewrites are all
@@ -85,7 +86,7 @@ class Generator:
     def cache_reader(self):
         """A client that only reads the response cache, under the model id the endpoint will have (a local model's
         :func:`~ragbench.generation.llm.server.model_identity`, computed from its file without starting it)."""
-        from ragbench.generation.llm.client import ChatClient
+        from ragbench.generation.llm.client import ChatClient, ChatOptions
 
         s = self.spec
         if self._client is not None:
@@ -96,8 +97,8 @@ class Generator:
             model = model_identity(locate_model(self.settings, s.model))
         else:
             model = s.model
-        return ChatClient("http://127.0.0.1:9", model, temperature=s.temperature, max_tokens=s.max_tokens,
-                          retries=0, cache_dir=self.settings.home / "cache" / "llm", extra_body=s.extra_body)
+        options = ChatOptions(temperature=s.temperature, max_tokens=s.max_tokens, retries=0, extra_body=s.extra_body)
+        return ChatClient("http://127.0.0.1:9", model, options, cache_dir=self.settings.home / "cache" / "llm")
 
     @property
     def model_id(self) -> str:
@@ -155,7 +156,7 @@ def answer_in_context_metrics(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFra
     ctx = context_spec(spec) if spec else ContextSpec()
     if texts is not None and (texts.tokenizer, texts.shingle_size) != (ctx.tokenizer, ctx.shingle_size):
         texts = None
-    hits = context_hits(ds, run, chunks, ctx, texts=texts)
+    hits = context_hits(Retrieved(ds, run, chunks), ctx, texts=texts)
     answerable = hits.filter(pl.col("answerable"))
     nan = float("nan")
     return {f"answer_in_context@{ctx.k}": float(answerable["answer_in_context"].mean()) if answerable.height else nan,
@@ -176,10 +177,11 @@ def generation_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, gener
     ctx = context_spec(spec)
     if texts is not None and (texts.tokenizer, texts.shingle_size) != (ctx.tokenizer, ctx.shingle_size):
         texts = None
-    answers = answer_queries(ds, run, chunks, client, ctx, sample=spec.sample, seed=spec.seed, texts=texts)
+    retrieved = Retrieved(ds, run, chunks)
+    answers = answer_queries(retrieved, client, ctx, sample=spec.sample, seed=spec.seed, texts=texts)
     metrics = summarize_answers(answers)
     if spec.oracle:  # arm A repeats the prompts above: served from the response cache
-        oracle = oracle_test(ds, run, chunks, client, ctx, pool_depth=spec.pool_depth, sample=spec.sample,
+        oracle = oracle_test(retrieved, client, ctx, pool_depth=spec.pool_depth, sample=spec.sample,
                              seed=spec.seed, texts=texts)
         metrics.update({f"oracle_{v}": float(n) for v, n in verdict_counts(oracle).items()})
         answers = answers.join(oracle.select("query_id", "b_answer", "b_correct", "gold_in_context", "gold_in_pool",
@@ -191,7 +193,8 @@ def k_sweep_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generato
     """Accuracy and recall over context sizes k for one config (the inverted U, if the data shows one)."""
     spec = generator.spec
     ctx = dataclasses.replace(context_spec(spec), token_budget=spec.k_sweep.token_budget)
-    return k_sweep(ds, run, chunks, generator.client(), ctx, ks=spec.k_sweep.ks, sample=spec.sample, seed=spec.seed)
+    return k_sweep(Retrieved(ds, run, chunks), generator.client(), ctx, ks=spec.k_sweep.ks, sample=spec.sample,
+                   seed=spec.seed)
 
 
 ANSWERS_COLUMNS = [*ANSWER_SCHEMA, "b_answer", "b_correct", "gold_in_context", "gold_in_pool", "gold_lost_to_budget",

@@ -200,8 +200,8 @@ def generate_for_folder(root: Path, settings, n: int, *, out: Path | None = None
     ``<root>/questions.synthetic.csv``). An existing file is never overwritten without ``force``; every input is
     checked before the LLM starts. Returns the file and the :class:`Generation`."""
     from ragbench.data.folder import corpus_table, scan_folder
-    from ragbench.generation.llm.client import ChatClient
-    from ragbench.generation.llm.server import LocalLLMServer, locate_llama_server, locate_model
+    from ragbench.generation.llm.client import ChatClient, ChatOptions
+    from ragbench.generation.llm.server import LocalLLMServer, ServerOptions, locate_llama_server, locate_model
 
     root = Path(root)
     if not root.is_dir():
@@ -219,9 +219,9 @@ def generate_for_folder(root: Path, settings, n: int, *, out: Path | None = None
     if not scan.documents:
         raise RagbenchError(f"{root}: no documents to write questions about")
     corpus = corpus_table(scan)
-    with LocalLLMServer(binary, weights, ctx=4096, threads=threads) as server:
+    with LocalLLMServer(binary, weights, ServerOptions(ctx=4096, threads=threads)) as server:
         log.info("LLM: llama-server pid %s serving %s", server.pid, server.model_id)
-        with ChatClient(server.base_url, server.model_id, max_tokens=max_tokens,
+        with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=max_tokens),
                         cache_dir=Path(settings.home) / "cache" / "llm") as client:
             generation = generate_questions(corpus, client, n, seed=seed, max_attempts=max_attempts)
     write_questions(out, generation.questions)

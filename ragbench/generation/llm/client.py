@@ -51,6 +51,23 @@ class Completion:
     recorded_seconds: float | None = None
 
 
+@dataclass(frozen=True)
+class ChatOptions:
+    """How a :class:`ChatClient` samples and sends: ``temperature`` and ``max_tokens`` (temperature 0 = greedy, for
+    repeatable evaluation); ``timeout`` seconds per HTTP request (connect, read and write each); ``retries`` extra
+    attempts after the first on transient failures, ``backoff`` the first wait in seconds; ``concurrency`` worker
+    threads in :meth:`ChatClient.complete_many`; ``extra_body`` extra JSON fields (None: llama.cpp's
+    ``{"cache_prompt": False}``, for repeatable SmolLM2 outputs)."""
+
+    temperature: float = 0.0
+    max_tokens: int = 64
+    timeout: float = 60.0
+    retries: int = 2
+    backoff: float = 0.5
+    concurrency: int = 1
+    extra_body: Mapping[str, Any] | None = None
+
+
 class ChatClient:
     """Chat completions with retries, a concurrency limit and a response cache.
 
@@ -58,20 +75,18 @@ class ChatClient:
     ----------
     base_url : endpoint root, e.g. ``http://127.0.0.1:8080`` (``/v1`` is appended unless already there).
     model : the ``model`` field sent; also part of the cache key.
-    temperature, max_tokens : sampling parameters (temperature 0 = greedy, for repeatable evaluation).
-    timeout : seconds per HTTP request (connect, read and write each).
-    retries : extra attempts after the first on transient failures; ``backoff`` the first wait in seconds.
-    concurrency : worker threads in :meth:`complete_many`.
+    options : sampling, timeout, retries, concurrency and extra JSON fields (:class:`ChatOptions`).
     api_key_env, api_key : the name of the environment variable holding the API key (shown in ``repr``) and its
         value, looked up by :meth:`Settings.secret` at the edge (None = no Authorization header).
     cache_dir : response cache folder; None disables the cache.
-    extra_body : extra JSON fields, e.g. llama.cpp's ``{"cache_prompt": False}`` (repeatable SmolLM2 outputs).
     """
 
-    def __init__(self, base_url: str, model: str, temperature: float = 0.0, max_tokens: int = 64,
-                 timeout: float = 60.0, retries: int = 2, concurrency: int = 1,
-                 api_key_env: str | None = "RAGBENCH_LLM_API_KEY", api_key: str | None = None, cache_dir: str | Path | None = None,
-                 extra_body: Mapping[str, Any] | None = None, *, backoff: float = 0.5):
+    def __init__(self, base_url: str, model: str, options: ChatOptions = ChatOptions(), *,
+                 api_key_env: str | None = "RAGBENCH_LLM_API_KEY", api_key: str | None = None,
+                 cache_dir: str | Path | None = None):
+        o = options
+        temperature, max_tokens, timeout, retries = o.temperature, o.max_tokens, o.timeout, o.retries
+        concurrency, backoff, extra_body = o.concurrency, o.backoff, o.extra_body
         if temperature < 0 or max_tokens <= 0 or timeout <= 0 or retries < 0 or concurrency < 1 or backoff < 0:
             raise ValueError(f"invalid ChatClient settings: temperature={temperature} (>= 0), max_tokens="
                              f"{max_tokens} (> 0), timeout={timeout} (> 0), retries={retries} (>= 0), "

@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -90,6 +91,23 @@ def _tail(path: Path, n: int = 15) -> str:
     return "\n".join(lines[-n:]) or "(server printed nothing)"
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How a :class:`LocalLLMServer` runs: ``ctx`` total context tokens (each of the ``parallel`` request slots gets
+    ``ctx // parallel``; >1 only for a bigger machine), ``threads`` CPU threads for generation, a fixed ``port``
+    (None: a free one) on ``host``, ``startup_timeout`` seconds to wait for ``/health`` = 200, ``stop_grace``
+    seconds between SIGTERM and SIGKILL on stop, and ``extra_args`` for the server's command line."""
+
+    ctx: int = 4096
+    parallel: int = 1
+    threads: int = 2
+    port: int | None = None
+    host: str = "127.0.0.1"
+    startup_timeout: float = 120.0
+    stop_grace: float = 5.0
+    extra_args: Sequence[str] = ()
+
+
 class LocalLLMServer:
     """``llama-server -m MODEL --host 127.0.0.1 --port P -c CTX --parallel N -t THREADS`` as a context manager.
 
@@ -97,20 +115,17 @@ class LocalLLMServer:
     ----------
     binary, model_path : the server executable and the GGUF file (see :func:`locate_llama_server`,
         :func:`locate_model`).
-    ctx : total context tokens; each of the ``parallel`` slots gets ``ctx // parallel``.
-    parallel : request slots (no throughput gain on 2 cores; >1 only for a bigger machine).
-    threads : CPU threads for generation.
-    port : fixed port, or None to pick a free one.
-    startup_timeout : seconds to wait for ``/health`` = 200.
-    stop_grace : seconds between SIGTERM and SIGKILL on stop.
+    options : context size, slots, threads, port, timeouts and extra arguments (:class:`ServerOptions`; no
+        throughput gain from ``parallel`` > 1 on 2 cores).
 
     Attributes ``base_url`` (``http://127.0.0.1:P``), ``pid``, ``model_id`` (:func:`model_identity`, also served as
     the model alias) and ``log_path`` are valid while running.
     """
 
-    def __init__(self, binary: str | Path, model_path: str | Path, ctx: int = 4096, parallel: int = 1,
-                 threads: int = 2, port: int | None = None, *, host: str = "127.0.0.1",
-                 startup_timeout: float = 120.0, stop_grace: float = 5.0, extra_args: Sequence[str] = ()):
+    def __init__(self, binary: str | Path, model_path: str | Path, options: ServerOptions = ServerOptions()):
+        o = options
+        ctx, parallel, threads, port, host = o.ctx, o.parallel, o.threads, o.port, o.host
+        startup_timeout, stop_grace, extra_args = o.startup_timeout, o.stop_grace, o.extra_args
         if ctx <= 0 or parallel <= 0 or threads <= 0:
             raise LLMServerError(f"llama-server needs positive ctx/parallel/threads, got {ctx}/{parallel}/{threads}")
         self.binary, self.model_path = Path(binary), Path(model_path)
