@@ -90,6 +90,17 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
+class ConfigFailure:
+    """A config that failed: its id, name and spec on the dataset ``dataset_fingerprint``, and the ``error``."""
+
+    config_id: str
+    name: str
+    spec: dict
+    dataset_fingerprint: str
+    error: str
+
+
+@dataclass(frozen=True)
 class ConfigOutcome:
     config_id: str
     name: str

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ragbench.core.progress import log
 from ragbench.core.redact import redact
-from ragbench.results.outcomes import ConfigResult
+from ragbench.results.outcomes import ConfigFailure, ConfigResult
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import Tracker
+from ragbench.results.tracking import ConfigRun, Tracker
 
 
 def _first_line(e: Exception) -> str:
@@ -33,9 +33,9 @@ def record(result: ConfigResult, sweep_id: str, store: ResultStore, tracker: Tra
     if result.answers is not None:
         tables["answers.parquet"] = result.answers
     try:
+        run = ConfigRun(parent_run, sweep_id, result.config_id, result.name, result.spec, result.dataset_fingerprint)
         run_id = tracker.log_config_result(
-            parent_run, sweep_id, result.config_id, result.name, result.spec, result.dataset_fingerprint,
-            metrics=result.means(), chunk_stats=result.chunk_stats, n_queries=result.n_queries,
+            run, metrics=result.means(), chunk_stats=result.chunk_stats, n_queries=result.n_queries,
             n_unlabelled=result.n_unlabelled, ms_per_query=result.ms_per_query, tables={**tables, **result.artifacts})
         store.set_config_mlflow_run(sweep_id, result.config_id, run_id)
         return run_id
@@ -45,15 +45,17 @@ def record(result: ConfigResult, sweep_id: str, store: ResultStore, tracker: Tra
         return None
 
 
-def record_failure(sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str, error: str,
-                   store: ResultStore, tracker: Tracker | None, parent_run: str | None) -> None:
+def record_failure(failure: ConfigFailure, sweep_id: str, store: ResultStore, tracker: Tracker | None,
+                   parent_run: str | None) -> None:
     """Store a failed config (its error, credentials masked) in DuckDB, then as a FAILED MLflow child run."""
-    error = redact(error)
-    store.write_config_failure(sweep_id, config_id, name, spec, dataset_fingerprint, error)
+    f = failure
+    error = redact(f.error)
+    store.write_config_failure(sweep_id, f.config_id, f.name, f.spec, f.dataset_fingerprint, error)
     if not (tracker and parent_run):
         return
     try:
-        run_id = tracker.log_config_failure(parent_run, sweep_id, config_id, name, spec, dataset_fingerprint, error)
-        store.set_config_mlflow_run(sweep_id, config_id, run_id)
+        run_id = tracker.log_config_failure(
+            ConfigRun(parent_run, sweep_id, f.config_id, f.name, f.spec, f.dataset_fingerprint), error)
+        store.set_config_mlflow_run(sweep_id, f.config_id, run_id)
     except Exception as e:
-        log.warning("MLflow: could not record the failure of %s: %s", name, _first_line(e))
+        log.warning("MLflow: could not record the failure of %s: %s", f.name, _first_line(e))

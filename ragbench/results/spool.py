@@ -35,7 +35,7 @@ from ragbench.core.hashing import file_sha256
 from ragbench.core.locks import LockBusyError, file_lock
 from ragbench.core.progress import log
 from ragbench.core.redact import redact, redact_obj
-from ragbench.results.outcomes import ConfigResult
+from ragbench.results.outcomes import ConfigFailure, ConfigResult
 from ragbench.results.record import record, record_failure
 from ragbench.results.store import ResultStore
 
@@ -259,8 +259,9 @@ class Spool:
                 if kind == "result":
                     record(self.config_result(fields, tables), sweep_id, store, tracker, parent_run)
                 elif kind == "failure":
-                    record_failure(sweep_id, fields["config_id"], fields["name"], fields["spec"],
-                                   fields["dataset_fingerprint"], fields["error"], store, tracker, parent_run)
+                    failure = ConfigFailure(fields["config_id"], fields["name"], fields["spec"],
+                                            fields["dataset_fingerprint"], fields["error"])
+                    record_failure(failure, sweep_id, store, tracker, parent_run)
                 else:
                     store.write_k_sweep(sweep_id, fields["config_id"], tables["k_sweep"])
                 # committed: only now may the spooled copy go (renamed first, so a kill mid-delete leaves no
@@ -371,8 +372,8 @@ class SweepWriter:
                     lambda: self.spool.put_result(self.sweep_id, result), f"results of config {result.name} are")
 
     def record_failure(self, config_id: str, name: str, spec: dict, dataset_fingerprint: str, error: str) -> None:
-        self._write(lambda: record_failure(self.sweep_id, config_id, name, spec, dataset_fingerprint, error,
-                                           self.store, self.tracker, self.parent_run),
+        failure = ConfigFailure(config_id, name, spec, dataset_fingerprint, error)
+        self._write(lambda: record_failure(failure, self.sweep_id, self.store, self.tracker, self.parent_run),
                     lambda: self.spool.put_failure(self.sweep_id, config_id, name, spec, dataset_fingerprint, error),
                     f"the failure of config {name} is", "it is")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import Tracker, default_tracking_uri, sweep_params
+from ragbench.results.tracking import ConfigRun, Tracker, default_tracking_uri, sweep_params
 
 
 def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
@@ -35,16 +35,16 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
         parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)
         for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
-            cspec = json.loads(cspec)
+            run = ConfigRun(parent, sid, config_id, cname, json.loads(cspec), fingerprint)
             if cstatus == "failed":
-                run_id = tracker.log_config_failure(parent, sid, config_id, cname, cspec, fingerprint, error)
+                run_id = tracker.log_config_failure(run, error)
             else:
                 metrics = store.config_means(sid, config_id)
                 stats = dict(store.chunk_stats(sid, config_id).select("stat", "value").iter_rows())
                 per_query = store.query_metrics(sid, config_id)
                 rankings = store.rankings(sid, config_id)
                 run_id = tracker.log_config_result(
-                    parent, sid, config_id, cname, cspec, fingerprint, metrics=metrics, chunk_stats=stats,
+                    run, metrics=metrics, chunk_stats=stats,
                     n_queries=n_q or 0, n_unlabelled=n_u or 0, ms_per_query=ms or 0.0,
                     tables={"per_query.parquet": per_query, "rankings.parquet": rankings})
             store.set_config_mlflow_run(sid, config_id, run_id)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,24 @@ def per_query_wide(per_query: pl.DataFrame) -> pl.DataFrame:
     return wide.sort("query_id")
 
 
+@dataclass(frozen=True)
+class ConfigRun:
+    """The MLflow child run of one config: under the sweep's ``parent_run_id``, tagged with the sweep and config
+    ids, named for the config; ``spec`` and ``dataset_fingerprint`` give its params and ``config.json``."""
+
+    parent_run_id: str
+    sweep_id: str
+    config_id: str
+    name: str
+    spec: dict
+    dataset_fingerprint: str
+
+    @property
+    def params(self) -> dict[str, str]:
+        """:func:`config_params` of the config."""
+        return config_params(self.spec, self.dataset_fingerprint, self.config_id, self.name)
+
+
 class Tracker:
     """Thin wrapper over ``MlflowClient`` with find-or-create semantics keyed by ragbench ids."""
 
@@ -203,14 +222,15 @@ class Tracker:
         found = self._find({SWEEP_TAG: sweep_id, CONFIG_TAG: config_id})
         return found.info.run_id if found and found.info.status == "FINISHED" else None
 
-    def log_config(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, params: dict[str, str],
-                   metrics: dict[str, float], tables: dict[str, pl.DataFrame], status: str = "FINISHED",
-                   extra_tags: dict[str, str] | None = None, spec: dict | None = None) -> str:
-        """Create (or reuse the unfinished) child run for a config, log everything, and close it.
+    def log_config(self, run: ConfigRun, metrics: dict[str, float], tables: dict[str, pl.DataFrame],
+                   status: str = "FINISHED", extra_tags: dict[str, str] | None = None) -> str:
+        """Create (or reuse the unfinished) child run ``run`` for a config, log everything, and close it.
 
-        ``tables`` named ``*.parquet`` or ``*.csv`` are logged as files, ``*.json`` as MLflow tables (previewed in
-        the UI); ``spec`` becomes ``config.json``.
+        Params are ``run.params``; ``tables`` named ``*.parquet`` or ``*.csv`` are logged as files, ``*.json`` as
+        MLflow tables (previewed in the UI); ``run.spec`` becomes ``config.json``.
         """
+        parent_run_id, sweep_id, config_id, name = run.parent_run_id, run.sweep_id, run.config_id, run.name
+        spec, params = run.spec, run.params
         found = self._find({SWEEP_TAG: sweep_id, CONFIG_TAG: config_id})
         if found and found.info.status == "FINISHED":
             return found.info.run_id
@@ -243,8 +263,7 @@ class Tracker:
         self.client.set_terminated(run_id, status=status)
         return run_id
 
-    def log_config_result(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, spec: dict,
-                          dataset_fingerprint: str, *, metrics: dict[str, float], chunk_stats: dict[str, float],
+    def log_config_result(self, run: ConfigRun, *, metrics: dict[str, float], chunk_stats: dict[str, float],
                           n_queries: int, n_unlabelled: int, ms_per_query: float,
                           tables: dict[str, pl.DataFrame]) -> str:
         """A finished config as a child run: params = :func:`config_params`, metrics = means + ``chunkstat_*`` +
@@ -254,16 +273,12 @@ class Tracker:
         if "per_query.parquet" in tables and "per_query.json" not in tables:
             tables["per_query.json"] = per_query_wide(tables["per_query.parquet"])
         return self.log_config(
-            parent_run_id, sweep_id, config_id, name, config_params(spec, dataset_fingerprint, config_id, name),
-            {**metrics, **{f"chunkstat_{k}": v for k, v in chunk_stats.items()}, "n_queries": n_queries,
-             "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms_per_query}, tables, spec=spec)
+            run, {**metrics, **{f"chunkstat_{k}": v for k, v in chunk_stats.items()}, "n_queries": n_queries,
+                  "n_unlabelled": n_unlabelled, "retrieval_ms_per_query": ms_per_query}, tables)
 
-    def log_config_failure(self, parent_run_id: str, sweep_id: str, config_id: str, name: str, spec: dict,
-                           dataset_fingerprint: str, error: str) -> str:
+    def log_config_failure(self, run: ConfigRun, error: str) -> str:
         """A failed config as a FAILED child run with its error in the ``ragbench.error`` tag."""
-        return self.log_config(parent_run_id, sweep_id, config_id, name,
-                               config_params(spec, dataset_fingerprint, config_id, name), {}, {}, status="FAILED",
-                               extra_tags={"ragbench.error": (error or "")[:5000]}, spec=spec)
+        return self.log_config(run, {}, {}, status="FAILED", extra_tags={"ragbench.error": (error or "")[:5000]})
 
     def finish_sweep(self, run_id: str, metrics: dict[str, float], status: str = "FINISHED") -> None:
         from mlflow.entities import Metric
