@@ -15,11 +15,13 @@ from conftest import DEMO, write_config
 from ragbench.chunking import CHUNKERS
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache
+from ragbench.core.schemas import RUN_SCHEMA
 from ragbench.evaluation.measures import MEASURE_VERSIONS, RANK_MEASURES, measure_version, rank_measure
 from ragbench.results.store import ResultStore
 from ragbench.retrieval import RETRIEVERS
 from ragbench.sweep import run_sweep
-from ragbench.sweep.evaluate import EVALUATION_VERSION, component_versions, evaluation_key
+from ragbench.results.outcomes import ConfigResult, config_level
+from ragbench.sweep.evaluate import EVALUATION_VERSION, component_versions, evaluation_key, plan_measure_refresh
 from ragbench.sweep.plan import EvaluationSpec
 
 SWEEP = f"""name: versions
@@ -124,3 +126,35 @@ def test_a_new_measure_version_recomputes_that_measure_only(home, settings, tmp_
     assert {o.reused_from for o in fourth.outcomes} == {first.sweep_id}
     assert np.allclose(_rows(store, fourth.sweep_id, "query_metrics")["value"], before["query_metrics"]["value"],
                        rtol=0, atol=1e-12, equal_nan=True)
+
+
+KINDS = f"""name: kinds
+dataset: {{path: {DEMO}}}
+chunkers: [{{kind: whole}}]
+retrievers: [{{kind: bm25}}, {{kind: bm25, filter: {{tenant: public}}}}, {{kind: bm25, parents: {{mode: window}}}}]
+metrics: {{measures: [mrr, ndcg], cutoffs: [10], primary: ndcg@10}}
+output: {{mlflow: false}}
+"""
+
+
+def test_a_stale_measure_is_recomputed_where_the_stored_ranking_suffices(home, tmp_path, monkeypatch):
+    """A filtered config's unfiltered measures and a small-to-big config's parents are not stored: those configs
+    are evaluated again; results stored before versions (NULL) count as version 1."""
+    cfg = load_config(write_config(tmp_path / "k.yaml", KINDS))
+    plain, filtered, parents = configs = cfg.expand()
+    store = ResultStore(home / "results.duckdb")
+    store.begin_sweep("s1", "kinds", "h", {}, "demo", "fp")
+    for c, versions in zip(configs, ({"mrr": 1, "ndcg": 1}, None, {"mrr": 1, "ndcg": 1})):
+        store.write_config("s1", ConfigResult(c.config_id, c.name, c.spec(), "fp", config_level({"x": 1.0}),
+                                              pl.DataFrame(schema=RUN_SCHEMA), 1, 0, 0.0, measure_versions=versions))
+    assert store.measure_versions("s1") == {plain.config_id: {"mrr": 1, "ndcg": 1}, filtered.config_id: {},
+                                            parents.config_id: {"mrr": 1, "ndcg": 1}}
+    sources, by_id, spec = {c.config_id: "s1" for c in configs}, {c.config_id: c for c in configs}, \
+        EvaluationSpec.of(cfg)
+    none = plan_measure_refresh(store, sources, by_id, spec)
+    assert (none.recompute, none.re_evaluate) == ({}, frozenset())
+    monkeypatch.setitem(MEASURE_VERSIONS, "ndcg", 2)
+    refresh = plan_measure_refresh(store, sources, by_id, spec)
+    assert refresh.recompute == {plain.config_id: ("ndcg",)}
+    assert refresh.re_evaluate == {filtered.config_id, parents.config_id}
+    assert refresh.only({plain.config_id}).re_evaluate == frozenset()
