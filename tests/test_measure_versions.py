@@ -16,10 +16,13 @@ from ragbench.chunking import CHUNKERS
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache
 from ragbench.core.schemas import RUN_SCHEMA
+from ragbench.embedding.spec import EmbedderSpec
 from ragbench.evaluation.measures import MEASURE_VERSIONS, RANK_MEASURES, measure_version, rank_measure
 from ragbench.results.store import ResultStore
 from ragbench.retrieval import RETRIEVERS
 from ragbench.sweep import run_sweep
+from ragbench.index.build import collection_for
+from ragbench.index.spec import IndexSpec
 from ragbench.results.outcomes import ConfigResult, config_level
 from ragbench.sweep.evaluate import EVALUATION_VERSION, component_versions, evaluation_key, plan_measure_refresh
 from ragbench.sweep.plan import EvaluationSpec
@@ -38,13 +41,17 @@ def test_versions_fold_into_keys_only_above_one(tmp_path, monkeypatch):
     c = cfg.expand()[0]
     spec = EvaluationSpec.of(cfg)
     chunk_key, eval_key = ChunkCache.key("fp", c.chunker), evaluation_key(c, "fp", spec)
+    emb, index = EmbedderSpec(model="static-retrieval-m2v"), IndexSpec()
+    collection = collection_for("fp", c.chunker, emb, index)
     assert chunk_key == ChunkCache.key("fp", c.chunker.canonical())  # version 1: the key made before versions
     assert component_versions(c) == {"chunker whole": 1, "retriever bm25": 1}
     monkeypatch.setattr(CHUNKERS.get("whole"), "version", 2)
     assert ChunkCache.key("fp", c.chunker) != chunk_key
     assert evaluation_key(c, "fp", spec) != eval_key  # the chunks changed, so the results did
+    assert collection_for("fp", c.chunker, emb, index) != collection  # and the index of them
     monkeypatch.setattr(CHUNKERS.get("whole"), "version", 1)
     assert (ChunkCache.key("fp", c.chunker), evaluation_key(c, "fp", spec)) == (chunk_key, eval_key)
+    assert collection_for("fp", c.chunker, emb, index) == collection
     monkeypatch.setattr(RETRIEVERS.get("bm25"), "version", 3)
     assert component_versions(c)["retriever bm25"] == 3
     assert evaluation_key(c, "fp", spec) != eval_key
