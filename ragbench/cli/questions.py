@@ -33,12 +33,12 @@ def generate(
     from ragbench.core.progress import stdout
     from ragbench.core.settings import Settings
     from ragbench.data.labels import synthetic_warnings
-    from ragbench.generation.synthetic import generate_for_folder
+    from ragbench.generation.synthetic import QuestionsRequest, generate_for_folder
 
     try:
         settings = Settings.from_env(home=home)
-        written, gen = generate_for_folder(path, settings, n, out=out, force=force, seed=seed, model=model,
-                                           threads=threads)
+        request = QuestionsRequest(n, out=out, force=force, seed=seed, model=model, threads=threads)
+        written, gen = generate_for_folder(path, settings, request)
     except RagbenchError as e:
         fail(e)
     stdout.print(f"wrote {written}: {gen.describe()}", highlight=False)

@@ -191,18 +191,36 @@ def write_questions(path: Path, questions: list[SyntheticQuestion]) -> None:
             writer.writerow([q.question, q.doc, q.quote, "true", f"{q.lexical_overlap:.3f}"])
 
 
-def generate_for_folder(root: Path, settings, n: int, *, out: Path | None = None, force: bool = False,
-                        seed: int = 0, model: str | None = None, include: tuple[str, ...] = (),
-                        exclude: tuple[str, ...] = (), threads: int = 1, max_tokens: int = 96,
-                        max_attempts: int | None = None) -> tuple[Path, Generation]:
-    """Convert the folder, start the local ``llama-server`` with ``model`` (default: ``settings.llm_model``, else
-    the packaged default), generate up to ``n`` questions and write them to ``out`` (default
-    ``<root>/questions.synthetic.csv``). An existing file is never overwritten without ``force``; every input is
-    checked before the LLM starts. Returns the file and the :class:`Generation`."""
+@dataclass(frozen=True)
+class QuestionsRequest:
+    """What ``questions generate`` asks for: up to ``n`` questions written to ``out`` (None:
+    ``<root>/questions.synthetic.csv``; replaced only with ``force``), from a ``seed``-ed sample of passages of the
+    folder's files (``include`` / ``exclude`` globs), by the local ``model`` (None: ``settings.llm_model``, else the
+    packaged default) on ``threads`` CPU threads, at most ``max_tokens`` per reply and ``max_attempts`` passages
+    asked (None: 3 n)."""
+
+    n: int
+    out: Path | None = None
+    force: bool = False
+    seed: int = 0
+    model: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    threads: int = 1
+    max_tokens: int = 96
+    max_attempts: int | None = None
+
+
+def generate_for_folder(root: Path, settings, request: QuestionsRequest) -> tuple[Path, Generation]:
+    """Convert the folder, start the local ``llama-server`` with the request's model, generate up to ``n``
+    questions and write them (see :class:`QuestionsRequest`). An existing file is never overwritten without
+    ``force``; every input is checked before the LLM starts. Returns the file and the :class:`Generation`."""
     from ragbench.data.folder import corpus_table, scan_folder
     from ragbench.generation.llm.client import ChatClient, ChatOptions
     from ragbench.generation.llm.server import LocalLLMServer, ServerOptions, locate_llama_server, locate_model
 
+    r = request
+    n, out, seed = r.n, r.out, r.seed
     root = Path(root)
     if not root.is_dir():
         raise RagbenchError(f"{root}: folder not found")
@@ -211,18 +229,18 @@ def generate_for_folder(root: Path, settings, n: int, *, out: Path | None = None
     out = Path(out) if out is not None else root / DEFAULT_FILE
     if out.suffix.lower() != ".csv":
         raise RagbenchError(f"{out}: generated questions are written as CSV (.csv)")
-    if out.exists() and not force:
+    if out.exists() and not r.force:
         raise RagbenchError(f"{out} exists: not overwritten (it may hold your questions); pass --force to replace "
                             f"it, or --out another file")
-    binary, weights = locate_llama_server(settings), locate_model(settings, model)
-    scan = scan_folder(root, include, exclude, cache_root=Path(settings.home) / "cache", questions=out)
+    binary, weights = locate_llama_server(settings), locate_model(settings, r.model)
+    scan = scan_folder(root, r.include, r.exclude, cache_root=Path(settings.home) / "cache", questions=out)
     if not scan.documents:
         raise RagbenchError(f"{root}: no documents to write questions about")
     corpus = corpus_table(scan)
-    with LocalLLMServer(binary, weights, ServerOptions(ctx=4096, threads=threads)) as server:
+    with LocalLLMServer(binary, weights, ServerOptions(ctx=4096, threads=r.threads)) as server:
         log.info("LLM: llama-server pid %s serving %s", server.pid, server.model_id)
-        with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=max_tokens),
+        with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=r.max_tokens),
                         cache_dir=Path(settings.home) / "cache" / "llm") as client:
-            generation = generate_questions(corpus, client, n, seed=seed, max_attempts=max_attempts)
+            generation = generate_questions(corpus, client, n, seed=seed, max_attempts=r.max_attempts)
     write_questions(out, generation.questions)
     return out, generation
