@@ -16,6 +16,7 @@ from ragbench.chunking import CHUNKERS
 from ragbench.config import load_config
 from ragbench.core.cache import ChunkCache
 from ragbench.core.schemas import RUN_SCHEMA
+from ragbench.embedding.embed import model_key
 from ragbench.embedding.spec import EmbedderSpec
 from ragbench.evaluation.measures import MEASURE_VERSIONS, RANK_MEASURES, measure_version, rank_measure
 from ragbench.results.store import ResultStore
@@ -52,6 +53,11 @@ def test_versions_fold_into_keys_only_above_one(tmp_path, monkeypatch):
     monkeypatch.setattr(CHUNKERS.get("whole"), "version", 1)
     assert (ChunkCache.key("fp", c.chunker), evaluation_key(c, "fp", spec)) == (chunk_key, eval_key)
     assert collection_for("fp", c.chunker, emb, index) == collection
+    vectors = model_key(emb)
+    monkeypatch.setattr(EmbedderSpec, "version", 2)  # new embedding code: new vectors, a new collection of them
+    assert model_key(emb) != vectors and collection_for("fp", c.chunker, emb, index) != collection
+    monkeypatch.setattr(EmbedderSpec, "version", 1)
+    assert model_key(emb) == vectors
     monkeypatch.setattr(RETRIEVERS.get("bm25"), "version", 3)
     assert component_versions(c)["retriever bm25"] == 3
     assert evaluation_key(c, "fp", spec) != eval_key

@@ -43,7 +43,9 @@ def model_key(spec: EmbedderSpec) -> str:
         raise ModelError(f"embedder {spec.label}: its finetune settings are not applied yet (the sweep trains it "
                          f"first, ragbench.embedding.finetune.resolve_finetuned); refusing to embed with the base model")
     key = resolve_model(spec.model).key
-    return f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
+    key = f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
+    # a new embedding-code version makes new vectors (keys of version 1 unchanged: tests/test_golden_keys.py)
+    return key if type(spec).version == 1 else f"{key}~v{type(spec).version}"
 
 
 def embedding_window(spec: EmbedderSpec) -> int | None:
