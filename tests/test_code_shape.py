@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ragbench"
+#: the package, found upwards from this file (the test may live in a tier folder)
+PACKAGE = next(p / "ragbench" for p in Path(__file__).resolve().parents if (p / "ragbench" / "__init__.py").is_file())
 
 MAX_FILE_LINES = 500
 MAX_PARAMETERS = 8

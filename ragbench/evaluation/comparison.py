@@ -83,6 +83,16 @@ class PairComparison:
 class Comparison:
     """Everything :func:`compare_configs` computes for one measure.
 
+    * ``configs``: sorted by ``config_id``; mean, CI, ``n`` (non-NaN queries) and ``n_unlabelled`` (NaN/null values
+      present for that config).
+    * ``best``: highest mean (ties -> first ``config_id``; configs with no scored query are skipped).
+    * ``pairs``: the compared pairs ``(a, b)`` with ``a < b`` (use :meth:`pair` for either orientation);
+      ``mean_diff`` is ``mean(a - b)`` over queries where both are non-NaN (a query missing from one config is
+      treated as NaN); Holm adjustment is over the compared pairs; ``significant`` is ``p_adjusted < alpha``.
+    * ``tied_with_best``: ``best`` plus every config whose Holm-adjusted p-value against ``best`` is ``>= alpha``
+      or NaN (not distinguishable, e.g. fewer than 2 paired queries for the t-test), ordered by mean descending;
+      configs with no scored query are never included.
+
     Resampling resolution (what a report should state next to the p-values):
 
     * ``n_comparisons`` -- ``m``, the size of the Holm family (pairs with a
@@ -96,7 +106,7 @@ class Comparison:
       ``2 / 2 ** n_nonzero``, is in :attr:`PairComparison.p_floor`;
     * ``p_floor_adjusted`` -- ``min(1, m * p_floor)``: what Holm makes of a
       p-value at the floor (at most ``alpha / 100`` by
-      :func:`required_resamples`).
+      :func:`~ragbench.evaluation.paired_tests.required_resamples`).
     """
 
     measure: str
@@ -216,25 +226,16 @@ class Comparison:
         )
 
 
-def compare_configs(
-    per_query: pl.DataFrame,
-    measure: str,
-    *,
-    test: Literal["randomization", "student"] = "randomization",
-    alpha: float = 0.05,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = 0,
-    confidence: float = 0.95,
-    pairs: Literal["vs_best", "all"] = "vs_best",
-) -> Comparison:
+def compare_configs(per_query: pl.DataFrame, measure: str, *, test: Literal["randomization", "student"] =
+                    "randomization", alpha: float = 0.05, n_resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                    confidence: float = 0.95, pairs: Literal["vs_best", "all"] = "vs_best") -> Comparison:
     """Compare configurations on one measure: each against the best (default) or every pair.
 
     Parameters
     ----------
     per_query : polars.DataFrame
-        Long table with ``config_id, query_id, measure, value``; at most one
-        row per ``(config_id, query_id, measure)``.  NaN/null ``value`` means
-        the query is unlabelled for that config.
+        Long table with ``config_id, query_id, measure, value``; at most one row per ``(config_id, query_id,
+        measure)``.  NaN/null ``value`` means the query is unlabelled for that config.
     measure : str
         Which measure to compare (either spelling: ``ndcg@10`` or its key ``ndcg_at_10``).
     test : {"randomization", "student"}
@@ -243,53 +244,29 @@ def compare_configs(
     alpha : float
         FWER level for the Holm-adjusted p-values.
     n_resamples : int
-        Bootstrap resamples of the CIs, and the *minimum* Monte Carlo
-        resamples of the randomization test: the test uses
-        ``R = max(n_resamples, required_resamples(m, alpha))`` for a family of
-        ``m`` pairs (see :func:`~ragbench.evaluation.paired_tests.required_resamples`).
+        Bootstrap resamples of the CIs, and the *minimum* Monte Carlo resamples of the randomization test: the test
+        uses ``R = max(n_resamples, required_resamples(m, alpha))`` for a family of ``m`` pairs (see
+        :func:`~ragbench.evaluation.paired_tests.required_resamples`).
     seed : int
         Seed of every config's bootstrap; each pair's randomization stream is
         :func:`~ragbench.evaluation.paired_tests.pair_seed` ``(seed, a, b)``: independent of the others.
     confidence : float
         Coverage of the per-config bootstrap CIs.
     pairs : {"vs_best", "all"}
-        ``"vs_best"``: each config against the best (``m = configs - 1``
-        comparisons, what "tied with the best" needs); ``"all"``: every
-        unordered pair (``m = k (k - 1) / 2``, more corrections).
+        ``"vs_best"``: each config against the best (``m = configs - 1`` comparisons, what "tied with the best"
+        needs); ``"all"``: every unordered pair (``m = k (k - 1) / 2``, more corrections).
 
     Returns
     -------
     Comparison
-        * ``configs``: sorted by ``config_id``; mean, CI, ``n`` (non-NaN
-          queries) and ``n_unlabelled`` (NaN/null values present for that
-          config).
-        * ``best``: highest mean (ties -> first ``config_id``; configs with no
-          scored query are skipped).
-        * ``pairs``: the compared pairs ``(a, b)`` with ``a < b`` (use
-          :meth:`Comparison.pair` for either orientation); ``mean_diff`` is
-          ``mean(a - b)`` over queries where both are non-NaN (a query missing
-          from one config is treated as NaN); Holm adjustment is over the
-          compared pairs; ``significant`` is ``p_adjusted < alpha``.
-        * ``tied_with_best``: ``best`` plus every config whose Holm-adjusted
-          p-value against ``best`` is ``>= alpha`` or NaN (not distinguishable,
-          e.g. fewer than 2 paired queries for the t-test), ordered by mean
-          descending; configs with no scored query are never included.
-        * ``n_comparisons``, ``n_resamples``, ``n_exact``, ``p_floor`` (and the
-          properties ``exact``, ``p_floor_adjusted``): the resolution of the
-          p-values, for the report (see :class:`Comparison`).
+        Per-config summaries, the best, the compared pairs, the configs tied with the best and the resolution
+        of the p-values (see :class:`Comparison`).
     """
-    if test not in ("randomization", "student"):
-        raise ValueError(f"unknown test {test!r}; use 'randomization' or 'student'")
-    if pairs not in ("vs_best", "all"):
-        raise ValueError(f"unknown pairs {pairs!r}; use 'vs_best' or 'all'")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError("alpha must be in (0, 1)")
+    _check_choices(test, pairs, alpha)
     grid = _Grid.of(per_query, measure)
-    summaries = [
-        ConfigSummary(cfg, ci.mean, ci, ci.n, grid.n_unlabelled[cfg])
-        for cfg, ci in ((c, bootstrap_ci(grid.values(c), n_resamples=n_resamples, confidence=confidence, seed=seed))
-                        for c in grid.configs)
-    ]
+    cis = {c: bootstrap_ci(grid.values(c), n_resamples=n_resamples, confidence=confidence, seed=seed)
+           for c in grid.configs}
+    summaries = [ConfigSummary(c, ci.mean, ci, ci.n, grid.n_unlabelled[c]) for c, ci in cis.items()]
     scored = [s for s in summaries if s.n > 0]
     if not scored:
         raise ValueError(f"no config has a non-NaN value for measure {measure!r}")
@@ -300,29 +277,24 @@ def compare_configs(
     else:
         compared = [tuple(sorted((best, c))) for c in grid.configs if c != best]
     resamples = max(n_resamples, required_resamples(len(compared), alpha)) if test == "randomization" else None
-    raw = {
-        (ca, cb): paired_t_test(grid.values(ca), grid.values(cb)) if test == "student" else
-        paired_randomization_test(grid.values(ca), grid.values(cb), n_resamples=resamples,
-                                  seed=pair_seed(seed, ca, cb))
-        for ca, cb in compared
-    }
+    raw = {(ca, cb): _paired_test(grid, (ca, cb), test, resamples, seed) for ca, cb in compared}
     adjusted = holm_correction({k: v.p_value for k, v in raw.items()})
     results = [_pair_comparison(grid, pair, res, adjusted[pair], alpha) for pair, res in raw.items()]
     tested = [r for r in raw.values() if not math.isnan(r.p_value)]
-    return Comparison(
-        measure=measure,
-        test=test,
-        alpha=alpha,
-        configs=tuple(summaries),
-        pairs=tuple(results),
-        best=best,
-        tied_with_best=_tied_with_best(summaries, best, adjusted, alpha),
-        pairs_compared=pairs,
-        n_comparisons=len(tested),
-        n_resamples=resamples,
-        n_exact=sum(1 for r in tested if r.exact) if test == "randomization" else 0,
-        p_floor=1.0 / (resamples + 1) if resamples is not None else 0.0,
-    )
+    return Comparison(measure=measure, test=test, alpha=alpha, configs=tuple(summaries), pairs=tuple(results),
+                      best=best, tied_with_best=_tied_with_best(summaries, best, adjusted, alpha), pairs_compared=pairs,
+                      n_comparisons=len(tested), n_resamples=resamples,
+                      n_exact=sum(1 for r in tested if r.exact) if test == "randomization" else 0,
+                      p_floor=1.0 / (resamples + 1) if resamples is not None else 0.0)
+
+
+def _check_choices(test: str, pairs: str, alpha: float) -> None:
+    if test not in ("randomization", "student"):
+        raise ValueError(f"unknown test {test!r}; use 'randomization' or 'student'")
+    if pairs not in ("vs_best", "all"):
+        raise ValueError(f"unknown pairs {pairs!r}; use 'vs_best' or 'all'")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError("alpha must be in (0, 1)")
 
 
 @dataclass(frozen=True)
@@ -369,6 +341,14 @@ class _Grid:
     def values(self, config_id: str) -> np.ndarray:
         """The config's per-query values, in the grid's query order."""
         return self.matrix[self.configs.index(config_id)]
+
+
+def _paired_test(grid: _Grid, pair: tuple[str, str], test: str, resamples: int | None, seed: int) -> PairedTest:
+    """The pair's paired t-test, or its randomization test on its own stream (:func:`pair_seed`)."""
+    a, b = (grid.values(c) for c in pair)
+    if test == "student":
+        return paired_t_test(a, b)
+    return paired_randomization_test(a, b, n_resamples=resamples, seed=pair_seed(seed, *pair))
 
 
 def _pair_comparison(grid: _Grid, pair: tuple[str, str], res: PairedTest, p_adj: float,

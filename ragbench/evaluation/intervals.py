@@ -55,13 +55,7 @@ def chunk_rows(n_cols: int) -> int:
     return max(1, _CHUNK_CELLS // max(1, n_cols))
 
 
-def bootstrap_ci(
-    values,
-    *,
-    n_resamples: int = 10_000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> ConfidenceInterval:
+def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95, seed: int = 0) -> ConfidenceInterval:
     r"""Percentile bootstrap confidence interval of the mean over queries.
 
     NaN values are dropped first.  With the remaining ``n`` values

@@ -152,58 +152,40 @@ def pair_seed(seed: int, a: str, b: str) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed, spawn_key=(int.from_bytes(key, "little"),))
 
 
-def paired_randomization_test(
-    a,
-    b,
-    *,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int | np.random.SeedSequence = 0,
-    exact_limit: int = EXACT_LIMIT,
-) -> PairedTest:
+def paired_randomization_test(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int | np.random.SeedSequence = 0,
+                              exact_limit: int = EXACT_LIMIT) -> PairedTest:
     r"""Two-sided paired randomization (sign-flip permutation) test.
 
-    Under H0 the two systems are exchangeable on every query, so each
-    per-query difference :math:`d_i = a_i - b_i` is equally likely to have
-    either sign.  Queries with :math:`d_i = 0` are dropped (their sign changes
-    no sum, so the p-value is the same); with the remaining ``n`` differences,
-    :math:`T = |\sum_i d_i|` observed and :math:`T_s = |\sum_i s_i d_i|` for
-    sign vectors :math:`s \in \{-1, +1\}^n`:
+    Under H0 the two systems are exchangeable on every query, so each per-query difference :math:`d_i = a_i - b_i`
+    is equally likely to have either sign.  Queries with :math:`d_i = 0` are dropped (their sign changes no sum, so
+    the p-value is the same); with the remaining ``n`` differences, :math:`T = |\sum_i d_i|` observed and
+    :math:`T_s = |\sum_i s_i d_i|` for sign vectors :math:`s \in \{-1, +1\}^n`:
 
-    * **exact**, when :math:`2^n \le \max(R, \text{exact\_limit})`: every sign
-      vector is enumerated (half of them: :math:`T_s = T_{-s}`) and
-      :math:`p = \#\{s : T_s \ge T\} / 2^n`; floor :math:`2 / 2^n`;
+    * **exact**, when :math:`2^n \le \max(R, \text{exact\_limit})`: every sign vector is enumerated (half of them:
+      :math:`T_s = T_{-s}`) and :math:`p = \#\{s : T_s \ge T\} / 2^n`; floor :math:`2 / 2^n`;
     * **Monte Carlo** otherwise, over :math:`R` random sign vectors:
+      :math:`p = (1 + \#\{r : T_r \ge T\}) / (1 + R)` (Phipson & Smyth 2010; never 0); floor :math:`1 / (R + 1)`.
 
-      .. math::
-
-          p = \frac{1 + \#\{r : T_r \ge T\}}{1 + R}
-
-      (Phipson & Smyth 2010; never 0); floor :math:`1 / (R + 1)`.
-
-    ``>=`` is evaluated with a tolerance of ``1e-9 * sum |d_i|`` so
-    floating-point rounding of equal sums cannot undercount.  This is the test
-    ranx calls ``"fisher"``, but ranx reports ``c / R`` without the +1 terms.
+    ``>=`` is evaluated with a tolerance of ``1e-9 * sum |d_i|`` so floating-point rounding of equal sums cannot
+    undercount.  This is the test ranx calls ``"fisher"``, but ranx reports ``c / R`` without the +1 terms.
 
     Parameters
     ----------
     a, b : array_like
-        Per-query values of the two systems, aligned by query.  Queries where
-        either is NaN are dropped.
+        Per-query values of the two systems, aligned by query.  Queries where either is NaN are dropped.
     n_resamples : int
         Monte Carlo resamples ``R``.
     seed : int or numpy.random.SeedSequence
-        Seed of ``numpy.random.default_rng`` (:func:`compare_configs` passes
-        each pair its own :func:`pair_seed`).
+        Seed of ``numpy.random.default_rng`` (``compare_configs`` passes each pair its own :func:`pair_seed`).
     exact_limit : int
-        Enumerate exactly when ``2 ** n`` is at most ``max(n_resamples,
-        exact_limit)``; ``0`` enumerates only when ``2 ** n <= n_resamples``.
+        Enumerate exactly when ``2 ** n`` is at most ``max(n_resamples, exact_limit)``; ``0`` enumerates only when
+        ``2 ** n <= n_resamples``.
 
     Returns
     -------
     PairedTest
-        ``n`` counts every paired query (zeros included); ``p_value`` is NaN if
-        no paired query remains and 1.0 if all differences are zero;
-        ``n_resamples``, ``exact`` and ``p_floor`` describe the resolution.
+        ``n`` counts every paired query (zeros included); ``p_value`` is NaN if no paired query remains and 1.0 if
+        all differences are zero; ``n_resamples``, ``exact`` and ``p_floor`` describe the resolution.
     """
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
@@ -222,17 +204,33 @@ def paired_randomization_test(
     threshold = observed - 1e-9 * float(np.abs(d).sum())
 
     if n < 63 and (1 << n) <= max(n_resamples, exact_limit):
-        # Exact: the first sign is fixed to + (T_s = T_{-s}), the other n-1 run through the bits of 0..2^(n-1)-1.
         half = 1 << (n - 1)
-        count = 0
-        step = chunk_rows(n)
-        bits = np.arange(n - 1, dtype=np.int64)
-        for start in range(0, half, step):
-            codes = np.arange(start, min(start + step, half), dtype=np.int64)
-            signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
-            count += int(np.count_nonzero(np.abs(d[0] + signs @ d[1:]) >= threshold))
-        return PairedTest("randomization", n_all, mean_diff, mean_diff, count / half, 1 << n, True, 1.0 / half)
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, _extreme_signs(d, threshold) / half, 1 << n,
+                          True, 1.0 / half)
+    p = (_extreme_flips(d, threshold, n_resamples, seed) + 1) / (n_resamples + 1)
+    return PairedTest("randomization", n_all, mean_diff, mean_diff, float(p), n_resamples, False,
+                      1.0 / (n_resamples + 1))
 
+
+def _extreme_signs(d: np.ndarray, threshold: float) -> int:
+    """Sign vectors with ``|sum s d| >= threshold``, counted over half of them: the first sign is fixed to + (their
+    mirror images have the same ``|sum|``), the other ``n - 1`` run through the bits of ``0 .. 2^(n-1) - 1``."""
+    n = int(d.size)
+    half = 1 << (n - 1)
+    count = 0
+    step = chunk_rows(n)
+    bits = np.arange(n - 1, dtype=np.int64)
+    for start in range(0, half, step):
+        codes = np.arange(start, min(start + step, half), dtype=np.int64)
+        signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
+        count += int(np.count_nonzero(np.abs(d[0] + signs @ d[1:]) >= threshold))
+    return count
+
+
+def _extreme_flips(d: np.ndarray, threshold: float, n_resamples: int, seed) -> int:
+    """Of ``n_resamples`` random sign vectors (``default_rng(seed)``, a chunk of rows at a time), those with
+    ``|sum s d| >= threshold``."""
+    n = int(d.size)
     rng = np.random.default_rng(seed)
     count = 0
     step = chunk_rows(n)
@@ -242,9 +240,7 @@ def paired_randomization_test(
         flips = rng.integers(0, 2, size=(rows, n), dtype=np.int8)  # 1 = flip the sign
         sums = total - 2.0 * (flips.astype(np.float64) @ d)
         count += int(np.count_nonzero(np.abs(sums) >= threshold))
-    p = (count + 1) / (n_resamples + 1)
-    return PairedTest("randomization", n_all, mean_diff, mean_diff, float(p), n_resamples, False,
-                      1.0 / (n_resamples + 1))
+    return count
 
 
 def paired_t_test(a, b) -> PairedTest:
