@@ -83,3 +83,13 @@ metrics: {{cutoffs: [3], primary: ndcg@3}}
     assert logged and any(b"caf\\\\xff.md" in p.read_bytes() or b"caf\\xff.md" in p.read_bytes() for p in logged)
     res = CliRunner().invoke(app, ["report", "latest", "--home", str(home)])
     assert res.exit_code == 0 and res.exception is None, res.output
+
+
+def test_a_folder_whose_own_name_is_not_utf8_is_shown_printably(tmp_path):
+    root = _folder(tmp_path)
+    odd = os.fsdecode(os.path.join(os.fsencode(tmp_path), b"d\xffocs"))
+    os.rename(root, odd)
+    res = CliRunner().invoke(app, ["datasets", "validate", odd], env={"COLUMNS": "400"})
+    assert res.exit_code == 0 and res.exception is None, res.output
+    assert "filesin" + printable_name(odd) in "".join(res.output.split())  # the table title, wrapped
+    assert load_dataset(DatasetSpec(format="folder", path=odd)).name == "d\\xffocs"

@@ -332,4 +332,5 @@ class FolderDataset(DatasetSpec):
         ds, scan = folder_dataset(self, cache_root)
         rows = tuple((suffix, str(n["files"]), str(n["documents"]), str(n["skipped"]))
                      for suffix, n in scan.by_type().items())
-        return ds, (DetailTable(f"files in {scan.root}", ("type", "files", "documents", "skipped"), rows),)
+        title = f"files in {printable_name(str(scan.root))}"
+        return ds, (DetailTable(title, ("type", "files", "documents", "skipped"), rows),)
