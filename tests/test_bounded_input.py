@@ -124,3 +124,17 @@ def test_a_csv_cell_over_the_csv_modules_limit_is_a_line_error(tmp_path):
     path.write_text('question,answer\nfirst,ok\nsecond,"' + "z" * 200_000 + '"\n', encoding="utf-8")
     with pytest.raises(DatasetError, match=r"questions.csv:3: unreadable CSV \(field larger than field limit"):
         read_questions(path)
+
+
+def test_a_document_over_the_size_limit_is_skipped_with_a_warning_not_read(tmp_path, monkeypatch):
+    from ragbench.data import DatasetSpec, load_dataset
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "small.md").write_text("# Small\n\nThe broker listens on port 7400.\n", encoding="utf-8")
+    (folder / "huge.md").write_text("# Huge\n\n" + "words " * 400, encoding="utf-8")
+    (folder / "questions.csv").write_text("question,doc\nWhich port?,small.md\n", encoding="utf-8")
+    monkeypatch.setattr(bounded_io, "MAX_DOCUMENT_BYTES", 1000)  # the limit, scaled down to the test's files
+    ds = load_dataset(DatasetSpec(format="folder", path=folder))
+    assert list(ds.corpus["doc_id"]) == ["small.md"]
+    assert any(w.endswith("huge.md: skipped: 2,408 bytes, larger than a document may be (1,000)") for w in ds.warnings)

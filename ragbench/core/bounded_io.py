@@ -5,7 +5,8 @@ Limits (generous: far above any real sweep file, questions file or dataset):
 
 * file size: :data:`MAX_CONFIG_BYTES` for a sweep YAML, :data:`MAX_QUESTIONS_BYTES` for a questions file and
   :data:`MAX_JSON_BYTES` for a whole-file JSON (SQuAD), all read whole; :data:`MAX_STREAMED_BYTES` for JSONL and
-  TSV files read a line at a time;
+  TSV files read a line at a time; :data:`MAX_DOCUMENT_BYTES` for a document of a folder dataset (skipped, with a
+  warning, when larger);
 * line size: :data:`MAX_LINE_BYTES` for any line of any of them (a JSON Lines record, a CSV row, a YAML line);
 * YAML aliases (``*name``): refused in data files (a questions file has no use for them); in a sweep file allowed,
   but the document they expand to is bounded by :data:`MAX_YAML_NODES` nodes, counted with every alias expanded
@@ -36,6 +37,8 @@ MAX_QUESTIONS_BYTES = 512 * MiB
 MAX_JSON_BYTES = 2048 * MiB
 #: a JSONL or TSV file read a line at a time (memory is bounded by the line, not the file)
 MAX_STREAMED_BYTES = 256 * 1024 * MiB
+#: one document file of a folder dataset (read whole to convert it); a larger one is skipped with a warning
+MAX_DOCUMENT_BYTES = 1024 * MiB
 #: one line of any file (a corpus record with a whole book as its text is a few MB)
 MAX_LINE_BYTES = 64 * MiB
 #: nodes of a sweep YAML with its aliases expanded (the demo config has about 60)

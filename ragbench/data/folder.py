@@ -42,6 +42,7 @@ from typing import Literal
 import polars as pl
 from pydantic import Field
 
+from ragbench.core import bounded_io
 from ragbench.core.cache import DocumentCache
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
@@ -190,6 +191,9 @@ def _read_file(root: Path, rel: str, cache: DocumentCache | None) -> FolderDocum
     if kind is None:
         return SkippedFile(doc_id, suffix, f"unsupported type {suffix or '(no suffix)'}", unsupported=True)
     try:
+        size, limit = path.stat().st_size, bounded_io.MAX_DOCUMENT_BYTES
+        if size > limit:
+            return SkippedFile(doc_id, suffix, f"{size:,} bytes, larger than a document may be ({limit:,})")
         data = path.read_bytes()
     except OSError as e:
         return SkippedFile(doc_id, suffix, f"cannot read it ({e.strerror or e})")
