@@ -154,9 +154,13 @@ def test_reference_pages_name_every_command_measure_setting_and_kind():
     for name in RANK_MEASURES:
         assert f"| `{name}` | `{name}_at_10` |" in measures, name
     settings = hook.settings_page()
-    for f in dataclasses.fields(Settings):
-        assert f.name == "environ" or f"`{f.name}`" in settings, f.name
+    rows = {r.split(" | ")[1].strip("`"): r.split(" | ")[0].lstrip("| ") for r in settings.splitlines()
+            if r.startswith("| `") or r.startswith("| –")}
+    # every setting is set by a variable, each found by reading it through Settings.from_env
+    assert {k: v for k, v in rows.items() if v == "–"} == {}
+    assert set(rows) == {f.name for f in dataclasses.fields(Settings)} - {"environ"}
     assert "| `RAGBENCH_HOME` | `home` | `.ragbench` |" in settings
+    assert "| `RAGBENCH_PROGRESS` | `progress` | `True` |" in settings
     assert "| `RAGBENCH_RESULTS_BUSY_WAIT` | `results_busy_wait_s` | `5.0` |" in settings
 
 
@@ -181,6 +185,7 @@ def test_sweep_file_reference_lists_a_newly_registered_kind():
         page = _hook().sweep_file_page()
     finally:
         CHUNKERS.unregister("docs-test-paragraphs")
+    assert "### kind: docs-test-paragraphs " in page
     section = page.split("### kind: docs-test-paragraphs ", 1)[1].split("\n### ", 1)[0]
     assert "One chunk per paragraph, for this test." in section
     assert "| `min_chars` | `int` (> 0) | `1` | paragraphs shorter than this join the next one |" in section
