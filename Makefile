@@ -53,3 +53,8 @@ bench: setup
 	$(BIN)/python benchmarks/embed_stage.py
 	$(BIN)/python benchmarks/memory_scaling.py
 	$(BIN)/python benchmarks/ann_fidelity.py --max-docs 1000
+
+# the manual (docs/, mkdocs-material) into site/; the reference pages are written from the code at build time
+.PHONY: docs
+docs: setup
+	$(BIN)/mkdocs build --strict --site-dir site
