@@ -22,7 +22,8 @@ import typer
 NOT_OPTIONS = ("path",)
 #: what the command does when an option is left out, where that differs from the field's default
 CLI_DEFAULTS = {
-    "format": "default: squad for a .json file, folder for a folder without corpus.jsonl, else beir",
+    "format": "default: squad for a .json file, folder for a folder without corpus.jsonl, queries.jsonl or "
+              "qrels/, else beir",
     "queries": "default: all without --config, to check every query",
 }
 
