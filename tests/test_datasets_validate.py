@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
-from ragbench.data import load_dataset
+from ragbench.data import DatasetSpec, load_dataset
 
 LONG = ROOT / "tests" / "fixtures" / "squad_long.json"
 
@@ -56,3 +56,20 @@ def test_beir_folder_still_validates_and_nothing_given_is_refused():
     res = CliRunner().invoke(app, ["datasets", "validate", str(DEMO)])
     assert res.exit_code == 0 and int(_summary(res)["documents"]) > 0
     assert CliRunner().invoke(app, ["datasets", "validate"]).exit_code == 2
+
+
+def test_folder_options_from_the_folder_model_keep_their_flags_and_meaning():
+    """`--questions`, a repeatable `--exclude`, `--no-spans` and `--holdout` (fields of the folder format's model
+    and the common one) load what they loaded before: the fingerprint recorded then, the folder's table, the
+    held-out line."""
+    folder = ROOT / "datasets" / "demo-folder"
+    res = CliRunner().invoke(app, ["datasets", "validate", str(folder), "--questions", "questions.csv",
+                                   "--exclude", "*.xyz", "--no-spans", "--holdout", "0.3"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    got = _summary(res)
+    assert got["fingerprint"] == "3c0d8c2d3ec62a9c" and got["spans"] == "0"  # as the hand-written options gave
+    assert "files in" in res.output and "holdout 0.3 (seed 0):" in res.output
+    two = CliRunner().invoke(app, ["datasets", "validate", str(folder), "--exclude", "*.xyz", "--exclude", "*.zzz"])
+    assert two.exit_code == 0  # every pattern given counts, in order
+    spec = DatasetSpec(format="folder", path=folder, queries="all", exclude=("*.xyz", "*.zzz"))
+    assert _summary(two)["fingerprint"] == load_dataset(spec).fingerprint
