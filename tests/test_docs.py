@@ -336,14 +336,29 @@ def test_checked_block_parses_and_names_existing_files(block):
 
 # ---------------------------------------------------------------- run blocks, as written
 def scratch_checkout(where: Path, demo_home: Path | None) -> Path:
-    """A folder that looks like the checkout (its top-level entries linked) with a ``.ragbench`` of its own."""
+    """A folder that looks like the checkout (its top-level entries linked) with a ``.ragbench`` of its own: a copy
+    of ``demo_home``, or of its cache only once something was promoted there (the tour promotes the best config,
+    which a home with that config already in production refuses)."""
     where.mkdir(parents=True)
     for entry in ROOT.iterdir():
         if entry.name not in NOT_LINKED:
             (where / entry.name).symlink_to(entry)
-    if demo_home is not None:
+    if demo_home is not None and _promoted(demo_home):
+        shutil.copytree(demo_home / "cache", where / ".ragbench" / "cache", symlinks=True)
+    elif demo_home is not None:
         shutil.copytree(demo_home, where / ".ragbench", symlinks=True)
     return where
+
+
+def _promoted(home: Path) -> bool:
+    import duckdb
+
+    con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
+    try:
+        tables = {t for (t,) in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        return "promotions" in tables and con.execute("SELECT count(*) FROM promotions").fetchone()[0] > 0
+    finally:
+        con.close()
 
 
 def run_pages() -> list[Path]:

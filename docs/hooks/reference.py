@@ -348,8 +348,18 @@ def settings_page() -> str:
              "over a sweep file's `output.home`, which wins over `RAGBENCH_HOME`.")
     return "\n\n".join([GENERATED_NOTE, "# Settings and environment variables", intro,
                         table(["variable", "setting", "default", "meaning"], rows),
-                        "A sweep file's `generation.api_key_env` names one more variable: the LLM endpoint's API "
-                        "key, read through `Settings.secret` and never logged or stored."]) + "\n"
+                        "A sweep file's `generation.api_key_env` names one more variable"
+                        f"{_api_key_default()}: the LLM endpoint's API key, read through `Settings.secret` and never "
+                        "logged or stored."]) + "\n"
+
+
+def _api_key_default() -> str:
+    try:
+        from ragbench.generation.spec import GenerationSpec
+
+        return f" (default `{GenerationSpec.model_fields['api_key_env'].default}`)"
+    except (ImportError, KeyError):
+        return ""
 
 
 # ---------------------------------------------------------------- the CLI
