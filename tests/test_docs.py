@@ -334,6 +334,30 @@ def test_checked_block_parses_and_names_existing_files(block):
         check_command(command)
 
 
+def sweep_file_examples() -> list[Block]:
+    """The ```yaml blocks of the pages that are whole sweep files (a mapping with ``name`` and ``dataset``)."""
+    out = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for m in FENCE.finditer(text):
+            data = yaml.safe_load(m.group(2)) if m.group(1) == "yaml" else None
+            if isinstance(data, dict) and {"name", "dataset"} <= set(data):
+                out.append(Block(page, text[: m.start()].count("\n") + 1, None, m.group(2)))
+    return out
+
+
+@pytest.mark.parametrize("block", sweep_file_examples(), ids=str)
+def test_sweep_file_examples_load(block, tmp_path):
+    """A sweep file shown in the docs passes the loader's checks, as if saved in configs/."""
+    from ragbench.config import load_config
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "datasets").symlink_to(ROOT / "datasets")
+    path = tmp_path / "configs" / "example.yaml"
+    path.write_text(block.text, encoding="utf-8")
+    assert load_config(path).expand()
+
+
 # ---------------------------------------------------------------- run blocks, as written
 def scratch_checkout(where: Path, demo_home: Path | None) -> Path:
     """A folder that looks like the checkout (its top-level entries linked) with a ``.ragbench`` of its own: a copy

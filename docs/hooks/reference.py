@@ -233,9 +233,9 @@ def measures_page() -> str:
                      cell(_module_doc(obj)) + (f" (version {cell(version)})" if version is not None else "")])
     parts = [GENERATED_NOTE, "# Measures and their keys",
              "Every measure has one key everywhere: DuckDB (`config_metrics.measure`, `query_metrics.measure`), "
-             "MLflow metric keys, the CLI, the JSON lines and the report. Wherever a measure is named (a sweep "
-             "file's `metrics.primary` and `metrics.show`, `--measure`, `--primary`, `result.metrics[...]`) both "
-             "spellings are accepted.",
+             "MLflow metric keys, the CLI, the JSON lines and the report. The CLI (`--measure`, `--primary`) and "
+             "Python (`result.metrics[...]`) accept both spellings; a sweep file's `metrics.primary` and "
+             "`metrics.show` are checked against the `@` spelling.",
              "## Spelling rules",
              table(["written", "stored as"], [[code(a), code(b)] for a, b in SPELLINGS]),
              "## Rank measures",
