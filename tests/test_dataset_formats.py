@@ -20,7 +20,7 @@ from ragbench.config import load_config
 from ragbench.core.errors import ConfigError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.schemas import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA, SPANS_SCHEMA
-from ragbench.data import DATASET_FORMATS, Dataset, DatasetSpec, dataset_options, load_dataset
+from ragbench.data import DATASET_FORMATS, Dataset, DatasetSpec, dataset_options, detect_format, load_dataset
 from ragbench.data.folder import FolderDataset
 from ragbench.data.squad import SquadDataset
 
@@ -34,6 +34,10 @@ class LinesDataset(DatasetSpec):
     format: Literal["lines"] = "lines"
     comment: str = Field("#", description="lines format: lines starting with this are skipped")
     lowercase: bool = Field(False, description="lines format: lowercase the documents")
+
+    @classmethod
+    def recognizes(cls, path: Path) -> int:
+        return 2 if (path / "docs.txt").is_file() else 0  # more surely than any folder of documents (1)
 
     def load(self, cache_root: Path | None = None) -> Dataset:
         root = Path(self.path)
@@ -109,6 +113,7 @@ def test_datasets_validate_takes_a_new_formats_options_from_its_model(lines):
     res = runner.invoke(app, ["datasets", "validate", str(lines), "--format", "lines", "--comment", "%"])
     assert res.exit_code == 0, res.output
     assert _summary(res.output)["documents"] == "2" and _summary(res.output)["queries"] == "2"
+    first = _summary(res.output)["fingerprint"]
     res = runner.invoke(app, ["datasets", "validate", str(lines), "--format", "lines", "--comment", "Tokens"])
     assert res.exit_code == 0 and _summary(res.output)["documents"] == "2"  # "% a comment line" is a document now
     lowered = runner.invoke(app, ["datasets", "validate", str(lines), "--format", "lines", "--lowercase"])
@@ -117,6 +122,10 @@ def test_datasets_validate_takes_a_new_formats_options_from_its_model(lines):
     help_text = " ".join(runner.invoke(app, ["datasets", "validate", "--help"], env={"COLUMNS": "300"}).output.split())
     assert "--comment" in help_text and "lines format: lines starting with this are skipped" in help_text
     assert "--lowercase --no-lowercase" in help_text
+    found = runner.invoke(app, ["datasets", "validate", str(lines), "--comment", "%"])  # no --format: recognized
+    assert found.exit_code == 0 and _summary(found.output)["fingerprint"] == first
+    assert detect_format(lines) == "lines" and detect_format(DEMO) == "beir" and detect_format(SQUAD) == "squad"
+    assert detect_format(FOLDER) == "folder" and detect_format(lines / "nowhere") == "beir"
     wrong = runner.invoke(app, ["datasets", "validate", str(DEMO), "--comment", "%"])  # a beir folder
     assert wrong.exit_code == 2 and "comment: only the lines format reads it (format is 'beir')" in wrong.output
 

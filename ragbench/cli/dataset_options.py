@@ -22,8 +22,8 @@ import typer
 NOT_OPTIONS = ("path",)
 #: what the command does when an option is left out, where that differs from the field's default
 CLI_DEFAULTS = {
-    "format": "default: squad for a .json file, folder for a folder without corpus.jsonl, queries.jsonl or "
-              "qrels/, else beir",
+    "format": "default: the format that recognizes PATH (squad for a .json file, beir for a folder with "
+              "corpus.jsonl, queries.jsonl or qrels/, folder for any other folder), else beir",
     "queries": "default: all without --config, to check every query",
 }
 

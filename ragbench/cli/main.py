@@ -248,9 +248,10 @@ def _folder_table(scan) -> Table:
 
 def _spec_for(path: Optional[Path], config: Optional[Path], given: dict):
     """The dataset spec ``datasets validate`` checks: a sweep config's dataset (``--config``, or a YAML given as the
-    path), else a SQuAD file, a BEIR folder (it has corpus.jsonl) or a folder of documents; ``given`` options
-    override its fields."""
+    path), else the format that recognizes the path (:func:`ragbench.data.detect_format`: a SQuAD file, a BEIR
+    folder, a folder of documents, ...); ``given`` options override its fields."""
     from ragbench.config import DatasetSpec, load_config
+    from ragbench.data import detect_format
 
     if config is None and path is not None and path.suffix in (".yaml", ".yml") and path.is_file():
         config, path = path, None
@@ -259,11 +260,7 @@ def _spec_for(path: Optional[Path], config: Optional[Path], given: dict):
         if path is not None:
             base["path"] = path
     elif path is not None:
-        from ragbench.data.beir import is_beir_folder
-
-        fmt = "squad" if path.suffix == ".json" else (
-            "folder" if path.is_dir() and not is_beir_folder(path) else "beir")
-        base = {"path": path, "queries": "all", "format": fmt}
+        base = {"path": path, "queries": "all", "format": detect_format(path)}
     else:
         raise RagbenchError("give a dataset PATH or --config FILE")
     return DatasetSpec(**{**base, **given})

@@ -7,7 +7,14 @@ from pathlib import Path
 from ragbench.core.registry import import_submodules
 from ragbench.data.dataset import Dataset, subset, validate_spans
 from ragbench.data.holdout import HELDOUT_PREFIX, HoldoutSplit, holdout_split
-from ragbench.data.spec import DATASET_FORMATS, DatasetOption, DatasetSpec, DetailTable, dataset_options
+from ragbench.data.spec import (
+    DATASET_FORMATS,
+    DatasetOption,
+    DatasetSpec,
+    DetailTable,
+    dataset_options,
+    detect_format,
+)
 
 import_submodules(__name__)
 
@@ -21,4 +28,5 @@ def load_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> Dataset:
     return spec.load_checked(Path(cache_root) if cache_root is not None else None)
 
 __all__ = ["DATASET_FORMATS", "HELDOUT_PREFIX", "Dataset", "DatasetOption", "DatasetSpec", "DetailTable",
-           "HoldoutSplit", "dataset_options", "holdout_split", "load_dataset", "subset", "validate_spans"]
+           "HoldoutSplit", "dataset_options", "detect_format", "holdout_split", "load_dataset", "subset",
+           "validate_spans"]

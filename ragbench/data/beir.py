@@ -182,7 +182,7 @@ class BeirDataset(DatasetSpec):
 
     @classmethod
     def recognizes(cls, path: Path) -> int:
-        return 2 if (path / "corpus.jsonl").is_file() else 0
+        return 2 if is_beir_folder(path) else 0  # more surely than any folder of documents
 
     def load(self, cache_root: Path | None = None) -> Dataset:
         return load_beir(self)

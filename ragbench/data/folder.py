@@ -330,7 +330,7 @@ class FolderDataset(DatasetSpec):
 
     @classmethod
     def recognizes(cls, path: Path) -> int:
-        return 1 if path.is_dir() else 0  # any folder; a BEIR folder recognizes itself more surely
+        return 1 if path.is_dir() else 0  # any folder (a BEIR folder recognizes itself more surely)
 
     def load(self, cache_root: Path | None = None) -> Dataset:
         return load_folder(self, cache_root=cache_root)

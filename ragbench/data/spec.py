@@ -118,6 +118,12 @@ class DatasetSpec(Spec):
             raise ValueError(f"unknown dataset format {v!r}; known: {', '.join(DATASET_FORMATS.kinds)}")
         return v
 
+    @classmethod
+    def recognizes(cls, path: Path) -> int:
+        """How surely ``path``, given without a format (``ragbench datasets validate PATH``), is one of this
+        format: 0 not at all (the default), higher wins (:func:`detect_format`)."""
+        return 0
+
     def load(self, cache_root: Path | None = None) -> Dataset:
         """Read and validate the dataset (``cache_root``: a home's ``cache/`` folder, for formats that cache what
         they convert). Use :func:`ragbench.data.load_dataset`, which also checks the holdout."""
@@ -144,6 +150,14 @@ DATASET_FORMATS: Registry[DatasetSpec] = Registry("dataset format", DatasetSpec,
 def _format_class(fmt: Any) -> type[DatasetSpec]:
     """The registered class of ``fmt``; DatasetSpec itself for an unknown one (its validator names the formats)."""
     return DATASET_FORMATS.get(fmt) if isinstance(fmt, str) and fmt in DATASET_FORMATS.kinds else DatasetSpec
+
+
+def detect_format(path: Path) -> str:
+    """The registered format that recognizes ``path`` most surely (:meth:`DatasetSpec.recognizes`; a tie goes to
+    the first in name order), else the default format."""
+    scores = {fmt: DATASET_FORMATS.get(fmt).recognizes(Path(path)) for fmt in DATASET_FORMATS.kinds}
+    best = max(scores, key=scores.get, default=None)
+    return best if best is not None and scores[best] > 0 else DATASET_FORMATS.default
 
 
 @dataclass(frozen=True)

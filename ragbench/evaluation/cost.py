@@ -12,9 +12,9 @@ primary measure):
   and query in a sweep (``RetrievalResources.query_encodings``, by the first config that needs it) and added to
   every config's retrieval time for that query. Machine-dependent: compare configs of one sweep, not sweeps of two
   machines.
-* ``index_bytes``: the index on disk: the bytes allocated to the Qdrant collection folder(s) of a dense or hybrid config (Qdrant Edge;
-  NaN on a Qdrant server, which ragbench cannot measure), plus the bm25s index as ``bm25s.BM25.save`` writes it
-  (score matrix, vocabulary, parameters) for a config that searches bm25s.
+* ``index_bytes``: the index on disk: the bytes allocated to the Qdrant collection folder(s) of a dense or hybrid
+  config (Qdrant Edge; NaN on a Qdrant server, which ragbench cannot measure), plus the bm25s index as
+  ``bm25s.BM25.save`` writes it (score matrix, vocabulary, parameters) for a config that searches bm25s.
 * ``vector_bytes``: dense vectors held for search, chunks x dimension x 4 bytes (float32); 0 for BM25.
 * ``memory_bytes``: ``vector_bytes`` + the bm25s index bytes: what the config keeps in memory to answer (HNSW
   links and payloads excluded). The Pareto front uses this.

@@ -1,10 +1,11 @@
 """Second-stage reranking of the top-N candidates of a run, keeping the best ``keep``.
 
-Rerankers behind one protocol, one module per kind registered in :data:`RERANKERS` (``prepare`` once per run, then ``score`` per query):
+Rerankers behind one protocol, one module per kind registered in :data:`RERANKERS` (``prepare`` once per run,
+then ``score`` per query):
 
 * :class:`BiEncoderRescorer` -- rescore with a second, usually stronger, embedding model: ``score = cos(q, c)`` of
-  the query and chunk vectors, both computed by :func:`ragbench.embedding.embed.embed_texts` so they come from (and go to)
-  the vector cache. A real offline cascade: ``static-retrieval-m2v`` first stage, ``all-MiniLM-L6-v2`` rescorer.
+  the query and chunk vectors, both computed by :func:`ragbench.embedding.embed.embed_texts` so they come from (and
+  go to) the vector cache. A real offline cascade: ``static-retrieval-m2v`` first stage, ``all-MiniLM-L6-v2`` rescorer.
 * :class:`CrossEncoderReranker` -- a sentence-transformers ``CrossEncoder`` scoring ``(query, chunk)`` pairs, for
   users whose cross-encoder weights are reachable (none can be installed offline on this project's machines).
 
