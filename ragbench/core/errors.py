@@ -34,3 +34,14 @@ class StoreBusyError(RagbenchError):
 
 class ResultsSpooledError(StoreBusyError):
     """The sweep ended while results.duckdb was still held: its results wait, safe, in the spool."""
+
+
+class StoreDamagedError(RagbenchError):
+    """A results or MLflow store file cannot be read (a broken header, a failed checksum); ``path`` names it. The
+    message names the repair: ``ragbench doctor --repair`` sets the file aside and rebuilds it from what survives."""
+
+    def __init__(self, path, cause: str):
+        super().__init__(f"{path} is damaged ({cause}); run `ragbench doctor --repair`: it sets the file aside "
+                         "(renamed, never deleted), starts a new one and refills it from what survives")
+        self.path = path
+        self.cause = cause

@@ -27,9 +27,11 @@ from ragbench.core.settings import Settings
 from ragbench.promotion.collection_alias import ALIAS, collection_alias, set_collection_alias
 from ragbench.promotion.promotion_gate import PromotionRefused, check_promotion_gate
 from ragbench.promotion.registry import MODEL_NAME, describe_version, register_model, set_model_alias
+from ragbench.results.completion import sweep_completion
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id
 from ragbench.results.store import ResultStore
 from ragbench.results.store_promotions import Promotion
+from ragbench.results.tracking import check_mlflow_store
 
 __all__ = ["Promotion", "PromotionRefused", "PromotionRequest", "production", "history", "promote", "rollback"]
 
@@ -96,6 +98,8 @@ def promote(store: ResultStore, request: PromotionRequest, *, settings: Settings
     settings = settings or Settings(home=store.path.parent)
     sweep_id = resolve_sweep_id(store, r.sweep)
     config_id = resolve_config_id(store, sweep_id, r.config, primary=r.primary)
+    _refuse_unfinished(store, sweep_id, r)
+    check_mlflow_store(settings)  # a damaged mlflow.db: one line naming it, before anything is registered
     decision = check_promotion_gate(store, sweep_id, config_id, primary=r.primary, alpha=r.alpha)
     if not decision.allowed and not r.force:
         raise PromotionRefused(f"promotion refused: {decision.evidence}. To promote anyway: --force --reason TEXT")
@@ -133,6 +137,18 @@ def promote(store: ResultStore, request: PromotionRequest, *, settings: Settings
     return production(store)
 
 
+def _refuse_unfinished(store: ResultStore, sweep_id: str, r: PromotionRequest) -> None:
+    """Refuse a config of a sweep that did not finish (its best may be among the configs never evaluated), unless
+    ``force`` with a reason; a forced one is logged."""
+    done = sweep_completion(store, sweep_id)
+    if done is None or done.finished:
+        return
+    if not r.force:
+        raise PromotionRefused(f"promotion refused: sweep {sweep_id} is {done.text} ({done.why}); its best config "
+                               "may be one it never evaluated. To promote anyway: --force --reason TEXT")
+    log.warning("promoting from sweep %s, %s (%s): %s", sweep_id, done.text, done.why, r.reason)
+
+
 def _go_live(store: ResultStore, settings: Settings, record: Promotion, previous: Promotion | None) -> None:
     """Move both aliases to ``record`` and store it as the live promotion; on any failure the aliases go back to
     where they were (production is the previous record, or nothing)."""
@@ -167,6 +183,7 @@ def rollback(store: ResultStore, *, settings: Settings | None = None) -> Promoti
         raise PromotionRefused(f"no previous promotion to roll back to: {live.name} (promoted "
                                f"{live.promoted_at:%Y-%m-%d %H:%M}) is the first one still standing")
     prev = earlier[0]
+    check_mlflow_store(settings)
     set_model_alias(settings, prev.model_name, prev.mlflow_model_version)
     try:
         set_collection_alias(settings, prev.collection)

@@ -35,6 +35,7 @@ from ragbench.reporting.columns import leaderboard_measures, shallow_notes
 from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
+from ragbench.results.completion import SweepCompletion, sweep_completion
 from ragbench.results.lookup import sweep_primary
 from ragbench.results.store import ResultStore
 
@@ -79,6 +80,9 @@ class SweepReport:
         (:func:`ragbench.data.labels.synthetic_warnings` of the notes stored with the sweep).
     costs : polars.DataFrame or None
         Cost and the Pareto front, one row per ranked config (:func:`ragbench.reporting.pareto.cost_table`).
+    completion : SweepCompletion or None
+        Whether the sweep ran to its end and how many of its configs are done
+        (:func:`ragbench.results.completion.sweep_completion`); an unfinished sweep ranks only the configs done.
     """
 
     sweep_id: str
@@ -101,6 +105,16 @@ class SweepReport:
     winner_heldout: WinnerHeldOut | None = None
     dataset_warnings: tuple[str, ...] = ()
     costs: pl.DataFrame | None = None
+    completion: SweepCompletion | None = None
+
+    @property
+    def unfinished(self) -> str | None:
+        """``unfinished: 1 of 6 configs (interrupted; ...)``: what every format says of a sweep that did not
+        finish; None once it has."""
+        c = self.completion
+        if c is None or c.finished:
+            return None
+        return f"{c.text} ({c.why}); the leaderboard ranks only the configs done"
 
     @property
     def best(self) -> str:
@@ -286,6 +300,7 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
         chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
         winner_heldout=winner, costs=_costs(summary, primary, comparisons, stored, configs),
+        completion=sweep_completion(store, sweep_id),
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
 def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[str, str]) -> WinnerHeldOut:
     """The best config on the tuning set (``comp``) with its mean on the held-out set (NaN values excluded,

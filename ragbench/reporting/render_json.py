@@ -11,9 +11,11 @@ from ragbench.results.outcomes import SweepResult
 
 def report_json(report: SweepReport) -> str:
     """The report's rows (:func:`ragbench.reporting.model.report_rows`) plus ``primary`` (``{"measure": key,
-    "value": mean}``) and ``sweep_id``, one object per line."""
+    "value": mean}``), ``sweep_id`` and whether the sweep finished (``finished, configs_done, configs_total``), one
+    object per line."""
+    done = report.completion.as_dict() if report.completion is not None else {}
     return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
-                                     "sweep_id": report.sweep_id} for r in report.board.dicts()]))
+                                     "sweep_id": report.sweep_id, **done} for r in report.board.dicts()]))
 
 
 def json_lines(result: SweepResult) -> list[str]:

@@ -33,7 +33,8 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
             Column("p vs best", "p_vs_best", number(4), numeric=True), Column("W/T/L vs best", "wtl", numeric=True)]
     cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
     tied = [report.label_of(c) for c in report.tied_with_best]
-    parts = [f"**{report.headline}**", ""]
+    parts = [f"> **Warning:** {report.unfinished}\n"] if report.unfinished else []
+    parts += [f"**{report.headline}**", ""]
     parts += [f"> **Warning:** {w}\n" for w in report.dataset_warnings]
     if report.winner_heldout:
         parts += [report.winner_heldout.sentence(), ""]

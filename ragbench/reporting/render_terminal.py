@@ -26,7 +26,8 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
     rows = display_rows(report.board)
     return fit_table(report_columns(report.board), rows, width,
                      title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
-                     caption="\n".join([report.headline, *([report.winner_heldout.sentence()]
+                     caption="\n".join([*([f"warning: {report.unfinished}"] if report.unfinished else []),
+                                         report.headline, *([report.winner_heldout.sentence()]
                                                             if report.winner_heldout else []),
                                          *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
                                          *cost_summary(report.costs, report.primary)]),

@@ -44,9 +44,10 @@ def log_report_to_mlflow(report: SweepReport, paths: list[Path], settings: Setti
     if not report.mlflow_run_id:
         log.info("sweep %s has no MLflow run; report not logged to MLflow", report.sweep_id)
         return None
-    from ragbench.results.tracking import default_tracking_uri
+    from ragbench.results.tracking import check_mlflow_store, default_tracking_uri
 
     try:
+        check_mlflow_store(settings)  # a damaged store: the warning names it and the repair
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=default_tracking_uri(settings))

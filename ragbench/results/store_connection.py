@@ -20,12 +20,48 @@ from typing import Self
 
 import duckdb
 
-from ragbench.core.errors import StoreBusyError
+from ragbench.core.errors import StoreBusyError, StoreDamagedError
 from ragbench.core.progress import log
 from ragbench.results.store_schema import MEASURE_KEY_MIGRATION, SCHEMA
 
 #: what a failing disk or volume raises through the store: reported as a storage error, with its cause
 STORAGE_ERRORS = (OSError, duckdb.Error)
+#: what DuckDB says of a file it cannot read back: a broken header, a failed block checksum, a cut-off file
+DAMAGE = re.compile(r"not a valid DuckDB database|Corrupt database file|does not match stored checksum|"
+                    r"Could not read enough bytes|database file .* is (corrupt|truncated)", re.I)
+
+
+def damage_of(e: BaseException) -> str | None:
+    """The first line of a DuckDB error that says the file is damaged, else None (a lock, a full disk, SQL)."""
+    if isinstance(e, duckdb.Error) and DAMAGE.search(str(e)):
+        return str(e).strip().splitlines()[0][:200]
+    return None
+
+
+def sqlite_damage(path: Path, thorough: bool = False) -> str | None:
+    """Why the SQLite file ``path`` (the MLflow store) cannot be read (``file is not a database``, ``database disk
+    image is malformed``), or None when it reads (or does not exist yet). ``thorough`` runs ``PRAGMA quick_check`` over
+    every page (``ragbench doctor``); otherwise only the header and the schema are read (milliseconds). Here
+    because every statement of the package lives in the store's modules."""
+    import sqlite3
+
+    if not path.is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            if thorough:
+                verdict = con.execute("PRAGMA quick_check").fetchall()
+                if verdict and verdict[0][0] != "ok":
+                    return f"quick_check: {verdict[0][0]}"[:200]
+        finally:
+            con.close()
+    except sqlite3.OperationalError as e:  # locked or busy: not damage
+        return None if "locked" in str(e) or "busy" in str(e) else str(e).splitlines()[0][:200]
+    except sqlite3.DatabaseError as e:
+        return str(e).splitlines()[0][:200]
+    return None
 
 
 def _lock_holder(message: str) -> str:
@@ -84,8 +120,10 @@ class StoreConnection:
             try:
                 con = duckdb.connect(str(self.path), read_only=read_only and self.path.exists())
                 break
-            except duckdb.IOException as e:
-                if "lock" not in str(e).lower():
+            except duckdb.Error as e:
+                if (cause := damage_of(e)) is not None:
+                    raise StoreDamagedError(self.path, cause) from None
+                if not isinstance(e, duckdb.IOException) or "lock" not in str(e).lower():
                     raise
                 holder = _lock_holder(str(e))
                 waited = time.monotonic() - start
@@ -106,6 +144,10 @@ class StoreConnection:
                 con.execute(MEASURE_KEY_MIGRATION)
                 self._schema_ready = True
             yield con
+        except duckdb.Error as e:  # a block that fails its checksum is found when a statement reads it
+            if (cause := damage_of(e)) is not None:
+                raise StoreDamagedError(self.path, cause) from None
+            raise
         finally:
             con.close()
 

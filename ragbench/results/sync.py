@@ -34,6 +34,7 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
         tracker = Tracker(uri, experiment, artifact_root=Path(home) / "mlartifacts")
         parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)
+        tracker.client.set_tag(parent, "ragbench.finished", "false" if status == "running" else "true")
         for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
             run = ConfigRun(parent, sid, config_id, cname, json.loads(cspec), fingerprint)
             if cstatus == "failed":

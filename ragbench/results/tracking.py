@@ -45,6 +45,23 @@ def default_tracking_uri(settings) -> str:
     return settings.mlflow_tracking_uri or f"sqlite:///{(Path(settings.home) / 'mlflow.db').resolve()}"
 
 
+def sqlite_store_path(uri: str) -> Path | None:
+    """The file of a ``sqlite:///`` tracking URI (None for a server or another backend)."""
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def check_mlflow_store(settings) -> None:
+    """Raise :class:`~ragbench.core.errors.StoreDamagedError` naming the settings' SQLite MLflow store (and the
+    repair) when it cannot be read; a server checks its own store."""
+    from ragbench.core.errors import StoreDamagedError
+    from ragbench.results.store_connection import sqlite_damage
+
+    path = sqlite_store_path(default_tracking_uri(settings))
+    cause = sqlite_damage(path) if path is not None else None
+    if cause is not None:
+        raise StoreDamagedError(path, cause)
+
+
 NONE = "none"  # an absent param value: one spelling, never "null" or "None"
 
 
@@ -333,7 +350,14 @@ def _probe(uri: str, timeout: float = 5.0) -> None:
 
 def open_tracker(settings, experiment: str) -> Tracker | None:
     """A tracker, or None (with a warning) when MLflow cannot be reached: results still land in DuckDB."""
+    from ragbench.core.errors import StoreDamagedError
+
     uri = default_tracking_uri(settings)
+    try:
+        check_mlflow_store(settings)
+    except StoreDamagedError as e:  # one line naming the file and the repair, not MLflow's SQL
+        log.warning("MLflow: %s; results go to DuckDB only meanwhile", e)
+        return None
     try:
         if uri.startswith(("http://", "https://")):
             _probe(uri)

@@ -20,6 +20,9 @@ from ragbench.core.settings import Settings
 from ragbench.results.outcomes import ConfigOutcome
 from ragbench.results.tracking import open_tracker, sweep_params
 
+#: the parent run's tag saying whether the sweep ran to its end (``true``/``false``)
+FINISHED_TAG = "ragbench.finished"
+
 
 class SweepTracking(Protocol):
     """What the orchestrator tells the tracking of a sweep."""
@@ -59,8 +62,10 @@ class MlflowTracking:
             log.warning("MLflow: could not log the k sweep: %s", e)
 
     def close(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None:
-        """The sweep's plots, its counts and its status (FINISHED, or FAILED when a config failed)."""
+        """The sweep's plots, its counts, its status (FINISHED, or FAILED when a config failed) and
+        ``ragbench.finished = true``."""
         try:
+            self.tracker.client.set_tag(self.parent_run, FINISHED_TAG, "true")  # every config evaluated
             _log_sweep_plots(self.tracker, self.parent_run, outcomes)
             self.tracker.finish_sweep(self.parent_run, {"configs_failed": n_failed, "configs": n_configs},
                                       "FINISHED" if n_failed == 0 else "FAILED")
@@ -83,6 +88,9 @@ def open_sweep_tracking(settings: Settings, cfg: SweepConfig, experiment: str, s
                                                                         dataset_fingerprint))
         writer.tracker = tracker
         writer.set_sweep_mlflow_run(parent_run)
+        # false until close() says otherwise: a sweep killed part-way stays unfinished on MLflow too
+        tracker.client.set_tag(parent_run, FINISHED_TAG, "false")
+        tracker.client.set_tag(parent_run, "ragbench.configs_total", str(len(cfg.expand())))
         if n_reused:
             tracker.client.set_tag(parent_run, "ragbench.reused_configs", str(n_reused))
     except Exception as e:
