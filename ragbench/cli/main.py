@@ -187,7 +187,9 @@ def doctor(
     home: Annotated[Optional[Path], typer.Option(help="ragbench home (default $RAGBENCH_HOME or ./.ragbench)")] = None,
     repair: Annotated[bool, typer.Option(help="quarantine damaged cache entries and delete damaged collections "
                                               "(the next sweep recomputes them); merge results a sweep kept in "
-                                              "the spool while results.duckdb was busy")] = False,
+                                              "the spool while results.duckdb was busy; set a damaged "
+                                              "results.duckdb or mlflow.db aside (renamed) and rebuild it from "
+                                              "what survives")] = False,
 ) -> None:
     """Check a home: every cache entry against its checksum, every embedded Qdrant collection against the vector
     cache, the DuckDB results and the MLflow store. Exit code 0 when healthy (or repaired), 1 when problems remain.
@@ -210,6 +212,8 @@ def doctor(
         for f in report.findings:
             t.add_row(f.component, f.item, f.problem, f.action)
         stdout.print(t)
+    for line in report.lost:
+        console.print(f"not recovered: {escape(line)}", highlight=False, soft_wrap=True)
     console.print("healthy" if not report.findings else ("repaired" if report.healthy else
                                                          f"{len(report.findings)} problem(s) found"))
     if not report.healthy:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -102,6 +102,7 @@ def _run(req: _GateRequest):
                                                     select_candidate)
     from ragbench.promotion.production import production
     from ragbench.promotion.serving import load_dataset_checked, parse_config
+    from ragbench.results.completion import sweep_completion
     from ragbench.results.store import ResultStore
     from ragbench.sweep.orchestrator import sweep_settings
     from ragbench.sweep.stages import preflight
@@ -133,6 +134,11 @@ def _run(req: _GateRequest):
     try:
         rules = RegressionRules(req.primary or live.primary_measure, k=req.k, alpha=req.alpha, seed=req.seed,
                                 gain=sweep_spec.get("metrics", {}).get("gain", "exponential"))
-        return run_regression_gate(prod, candidate, probe_ds, settings, index, rules, production_name=live.name)
+        result = run_regression_gate(prod, candidate, probe_ds, settings, index, rules, production_name=live.name)
     finally:
         index.close()
+    done = sweep_completion(ResultStore(db), live.sweep_id)
+    if done is not None and not done.finished:  # production's sweep never compared it with the configs left
+        result = replace(result, notes=(f"warning: production {live.name} comes from sweep {live.sweep_id}, "
+                                        f"{done.text} ({done.why}); it was promoted with --force: {live.reason}",))
+    return result

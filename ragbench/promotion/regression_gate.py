@@ -66,7 +66,8 @@ class GateInputError(RagbenchError):
 @dataclass(frozen=True)
 class GateResult:
     """What the gate compared and found. ``per_probe``: ``query_id, text, kind, production, candidate,
-    production_hit, candidate_hit, regressed`` (primary values and hit@k per probe)."""
+    production_hit, candidate_hit, regressed`` (primary values and hit@k per probe). ``notes``: what the reader
+    must know besides the verdict (production promoted from an unfinished sweep), one line each."""
 
     production: str
     candidate: str
@@ -81,6 +82,7 @@ class GateResult:
     n_paired: int
     significantly_worse: bool
     alpha: float
+    notes: tuple[str, ...] = ()
 
     @property
     def lost_probes(self) -> pl.DataFrame:
@@ -293,4 +295,4 @@ def regression_lines(result: GateResult) -> list[str]:
              f"hit@{r.k}: production passes {int(r.per_probe['production_hit'].sum())}, candidate passes "
              f"{int(r.per_probe['candidate_hit'].sum())}; {r.lost_probes.height} probe(s) passed by production now "
              f"fail"]
-    return lines
+    return [*lines, *r.notes]

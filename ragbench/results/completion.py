@@ -39,9 +39,9 @@ class SweepCompletion:
 
     @property
     def counts(self) -> str:
-        """``1 of 6 configs`` (``1 configs done`` when the total is unknown)."""
+        """``1 of 6 configs`` (``1 of ? configs`` when the total is unknown)."""
         total = self.configs_total
-        return f"{self.configs_done} configs done" if total is None else f"{self.configs_done} of {total} configs"
+        return f"{self.configs_done} of ? configs" if total is None else f"{self.configs_done} of {total} configs"
 
     @property
     def text(self) -> str:
@@ -67,7 +67,13 @@ def _grid_size(spec_json: str | None) -> int | None:
     from ragbench.config import SweepConfig
 
     try:
-        return len(SweepConfig.model_validate(json.loads(spec_json or "")).expand())
+        spec = json.loads(spec_json or "{}")
+    except ValueError:
+        return None
+    if isinstance(spec, dict) and "recovered" in spec:  # rebuilt by `doctor --repair`: the grid size it kept
+        return (spec["recovered"] or {}).get("configs_total")
+    try:
+        return len(SweepConfig.model_validate(spec).expand())
     except Exception:  # a spec this process cannot read (a kind registered elsewhere, masked values): unknown
         return None
 

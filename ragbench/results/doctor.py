@@ -11,7 +11,12 @@ What is checked:
   (``ragbench sync-mlflow`` uploads them); results a sweep kept in the spool while the file was busy
   (:mod:`ragbench.results.spool`) are counted and checked, and ``repair`` merges them (a damaged one is
   quarantined);
-* the MLflow store answers.
+* the MLflow store answers (a local ``mlflow.db`` is read page by page).
+
+A damaged ``results.duckdb`` or ``mlflow.db`` (a broken header, a failed checksum) is, with ``repair``, set aside
+(renamed ``<name>.damaged-<UTC time>``, never deleted) and replaced by a new one refilled from what survives
+(:mod:`ragbench.results.recover`): DuckDB from the MLflow runs and the spool, MLflow from DuckDB. What could not
+be recovered is listed in :attr:`DoctorReport.lost`.
 """
 
 from __future__ import annotations
@@ -39,13 +44,68 @@ class Finding:
 
 @dataclass
 class DoctorReport:
+    """What was checked (counts), what was found (and done), and what a repair could not recover."""
+
     checked: dict[str, int] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
         """No problem left (repaired ones included as fixed)."""
-        return all(f.action.startswith(("quarantined", "deleted")) for f in self.findings)
+        return all(f.action.startswith(("quarantined", "deleted", "set aside")) for f in self.findings)
+
+
+REPAIR = "run `ragbench doctor --repair` (sets it aside, renamed, and rebuilds it from what survives)"
+
+
+def _rebuild_results(settings: Settings, path: Path, cause: str, report: DoctorReport):
+    """Set the damaged results file aside and refill a new one from the MLflow runs (the spool follows)."""
+    from ragbench.results.recover import refill_from_mlflow, set_aside
+    from ragbench.results.store import ResultStore
+    from ragbench.results.store_connection import sqlite_damage
+    from ragbench.results.tracking import default_tracking_uri, sqlite_store_path
+
+    aside = set_aside(path)
+    store = ResultStore(path, settings.results_busy_wait_s)
+    uri = default_tracking_uri(settings)
+    mlflow_file = sqlite_store_path(uri)
+    if mlflow_file is not None and (not mlflow_file.is_file() or sqlite_damage(mlflow_file, thorough=True)):
+        got, source = None, "nothing from MLflow (no readable mlflow.db)"
+        report.lost.append("every result that was only in results.duckdb: rerun the sweeps (caches make it cheap)")
+    else:
+        try:
+            got = refill_from_mlflow(uri, store)
+            source = f"{got.sweeps} sweep(s) and {got.configs} config(s) from the MLflow runs"
+            report.lost.extend(got.lost)
+        except Exception as e:
+            got, source = None, f"nothing from MLflow ({str(e).splitlines()[0][:160]})"
+            report.lost.append("every result that was only in results.duckdb: rerun the sweeps")
+    report.findings.append(Finding("results", str(path), f"damaged: {cause}",
+                                   f"set aside as {aside.name}; a new one refilled with {source}"))
+    return store
+
+
+def _rebuild_mlflow(settings: Settings, path: Path, cause: str, report: DoctorReport) -> None:
+    """Set the damaged MLflow store aside and log every sweep of DuckDB into a new one (``sync-mlflow``)."""
+    from ragbench.results.recover import set_aside
+    from ragbench.results.store import ResultStore
+    from ragbench.results.sync import sync_mlflow
+
+    aside = set_aside(path)
+    db = Path(settings.home) / "results.duckdb"
+    done = "a new one"
+    try:
+        if db.is_file():
+            store = ResultStore(db, settings.results_busy_wait_s)
+            sweeps = store.forget_mlflow_runs()
+            n = sum(sync_mlflow(settings, sid) for sid in sweeps)
+            done = f"a new one refilled from results.duckdb: {n} config run(s) of {len(sweeps)} sweep(s)"
+    except Exception as e:  # DuckDB damaged too or busy: the new store stays empty; sync-mlflow refills it later
+        done = f"a new, empty one ({str(e).splitlines()[0][:160]}; `ragbench sync-mlflow` refills it later)"
+    report.findings.append(Finding("mlflow", str(path), f"damaged: {cause}", f"set aside as {aside.name}; {done}"))
+    report.lost.append("the MLflow model registry (promoted versions, alias production) and the report artifacts "
+                       "of parent runs: promote again; reports stay in <home>/reports")
 
 
 def _cache(settings: Settings, repair: bool, report: DoctorReport) -> None:
@@ -89,7 +149,7 @@ def _collections(settings: Settings, repair: bool, report: DoctorReport) -> None
 
 
 def _results(settings: Settings, repair: bool, report: DoctorReport) -> None:
-    from ragbench.core.errors import StoreBusyError
+    from ragbench.core.errors import StoreBusyError, StoreDamagedError
     from ragbench.results.spool import Spool, SpoolDamaged, merge_spool
     from ragbench.results.store import ResultStore
 
@@ -101,6 +161,12 @@ def _results(settings: Settings, repair: bool, report: DoctorReport) -> None:
         return
     try:
         store = ResultStore(path, settings.results_busy_wait_s)
+        counts = store.table_counts()
+    except StoreDamagedError as e:
+        if not repair:
+            report.findings.append(Finding("results", str(path), f"damaged: {e.cause}", REPAIR))
+            return
+        store = _rebuild_results(settings, path, e.cause, report)
         counts = store.table_counts()
     except StoreBusyError as e:
         report.findings.append(Finding("results", str(path), f"held by {e.holder}"
@@ -140,13 +206,21 @@ def _results(settings: Settings, repair: bool, report: DoctorReport) -> None:
                                        "run `ragbench sync-mlflow`"))
 
 
-def _mlflow(settings: Settings, report: DoctorReport) -> None:
-    from ragbench.results.tracking import default_tracking_uri
+def _mlflow(settings: Settings, repair: bool, report: DoctorReport) -> None:
+    from ragbench.results.store_connection import sqlite_damage
+    from ragbench.results.tracking import default_tracking_uri, sqlite_store_path
 
     uri = default_tracking_uri(settings)
     if uri.startswith("sqlite:") and not (Path(settings.home) / "mlflow.db").is_file():
         report.checked["mlflow experiments"] = 0
         return
+    path = sqlite_store_path(uri)
+    cause = sqlite_damage(path, thorough=True) if path is not None else None
+    if cause is not None:
+        if not repair:
+            report.findings.append(Finding("mlflow", str(path), f"damaged: {cause}", REPAIR))
+            return
+        _rebuild_mlflow(settings, path, cause, report)
     try:
         from mlflow.tracking import MlflowClient
 
@@ -158,10 +232,11 @@ def _mlflow(settings: Settings, report: DoctorReport) -> None:
 
 def examine(settings: Settings, repair: bool = False) -> DoctorReport:
     """Check the home of ``settings``; with ``repair``, quarantine damaged cache entries and delete damaged
-    collections (both are recomputed by the next sweep that needs them) and merge spooled results into DuckDB."""
+    collections (both are recomputed by the next sweep that needs them), merge spooled results into DuckDB, and set
+    a damaged ``results.duckdb`` or ``mlflow.db`` aside, rebuilding it from what survives."""
     report = DoctorReport()
     _cache(settings, repair, report)
     _collections(settings, repair, report)
     _results(settings, repair, report)
-    _mlflow(settings, report)
+    _mlflow(settings, repair, report)
     return report

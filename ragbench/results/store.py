@@ -290,6 +290,17 @@ class ResultStore(PromotionsTable, StoreConnection):
             con.execute("UPDATE configs SET mlflow_run_id = ? WHERE sweep_id = ? AND config_id = ?",
                         [run_id, sweep_id, config_id])
 
+    def forget_mlflow_runs(self) -> list[str]:
+        """Clear the MLflow run ids of every sweep that had some (its MLflow store was set aside: ``sync-mlflow``
+        logs its configs again) and return those sweeps' ids."""
+        with self.transaction() as con:
+            ids = [r[0] for r in con.execute("SELECT DISTINCT sweep_id FROM configs WHERE mlflow_run_id IS NOT NULL "
+                                             "UNION SELECT sweep_id FROM sweeps WHERE mlflow_run_id IS NOT NULL"
+                                             ).fetchall()]
+            con.execute("UPDATE configs SET mlflow_run_id = NULL WHERE mlflow_run_id IS NOT NULL")
+            con.execute("UPDATE sweeps SET mlflow_run_id = NULL WHERE mlflow_run_id IS NOT NULL")
+        return sorted(ids)
+
     # ---------------------------------------------------------------- reading
     def stored_config_metrics(self, sweep_id: str) -> dict[str, tuple[dict[str, float], int, int]]:
         """``config_id -> (metrics, n_queries, n_unlabelled)`` of the sweep's stored configs; metrics hold every
