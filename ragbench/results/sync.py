@@ -22,6 +22,9 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
     home = Path(settings.home)
     store = ResultStore(home / "results.duckdb")
     uri = default_tracking_uri(settings)
+    from ragbench.results.tracking import check_mlflow_store
+
+    check_mlflow_store(settings)  # a damaged mlflow.db: one line naming it and the repair, before any upload
     uploaded = 0
     for row in store.sweeps(sweep_id).iter_rows(named=True):
         sid, name, fingerprint, status = row["sweep_id"], row["name"], row["dataset_fingerprint"], row["status"]
