@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import duckdb
 from conftest import DEMO, ROOT, write_config
@@ -50,26 +52,44 @@ def test_masking_touches_secrets_only_not_paths_or_words_that_name_a_secret():
         "api_key": "***", "db_password": "***", "max_tokens": "256", "token_budget": 512}
 
 
+class _Broken(BaseHTTPRequestHandler):
+    """An LLM endpoint that is there (the preflight sees it answer) but fails every request."""
+
+    def do_GET(self):  # noqa: N802 - the stdlib's spelling
+        self.send_response(503)
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
 def test_a_key_in_the_endpoint_url_reaches_no_log_no_file_and_no_mlflow(tmp_path):
     home = tmp_path / "home"
+    broken = HTTPServer(("127.0.0.1", 0), _Broken)
+    threading.Thread(target=broken.serve_forever, daemon=True).start()
+    port = broken.server_port
     cfg = write_config(tmp_path / "s.yaml", f"""name: secrets
 dataset: {{path: {DEMO}, queries: all}}
 chunkers: [{{kind: whole}}]
 retrievers: [{{kind: bm25}}]
 metrics: {{cutoffs: [10]}}
-generation: {{endpoint: "http://alice:{SECRET}@127.0.0.1:9/v1", model: m, retries: 0, timeout: 2, sample: 2,
+generation: {{endpoint: "http://alice:{SECRET}@127.0.0.1:{port}/v1", model: m, retries: 0, timeout: 2, sample: 2,
               k_sweep: null}}
 """)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGBENCH_", "MLFLOW_"))}
     env.update(RAGBENCH_PROGRESS="0", RAGBENCH_LLM_API_KEY=SECRET)
     proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "sweep", str(cfg), "--orchestrator", "local",
                            "--home", str(home)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1, proc.stderr[-2000:]  # the LLM endpoint is down: the config fails, recorded
+    broken.shutdown()
+    broken.server_close()
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the LLM endpoint fails: the config fails, recorded
     assert SECRET not in proc.stdout + proc.stderr
     con = duckdb.connect(str(home / "results.duckdb"), read_only=True)
     stored = " ".join(str(v) for row in con.execute("SELECT spec_json FROM sweeps UNION ALL SELECT coalesce(error, '') "
                                                       "FROM configs").fetchall() for v in row)
     con.close()
-    assert "alice:***" not in stored and "***@127.0.0.1:9" in stored and SECRET not in stored
+    assert "alice:***" not in stored and f"***@127.0.0.1:{port}" in stored and SECRET not in stored
     leaked = [p for p in home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert not leaked, leaked  # DuckDB, the MLflow store and its artifacts, caches

@@ -136,9 +136,9 @@ def sweep(
         cfg = load_config(config)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         settings.ensure_home()
-        preflight(cfg, settings)
-        n = len(cfg.expand())
         address = address or settings.dask_address
+        preflight(cfg, settings, address if task_runner is TaskRunner.dask else None)
+        n = len(cfg.expand())
         pool = open_workers(task_runner.value, workers, address) if task_runner is TaskRunner.dask else None
         try:
             if orchestrator is Orchestrator.prefect:
@@ -238,6 +238,10 @@ def sync_mlflow_cmd(
         n = sync_mlflow(settings, sweep)
     except RagbenchError as e:
         fail(e)
+    except Exception as e:  # MLflow's own errors (a server that died mid-upload): one line, not a traceback
+        if not type(e).__module__.startswith(("mlflow", "requests", "urllib3", "sqlalchemy", "psycopg")):
+            raise
+        fail(RagbenchError(f"MLflow at {settings.mlflow_tracking_uri}: {str(e).strip().splitlines()[0][:300]}"), 1)
     console.print(f"uploaded {n} config run(s) to MLflow")
 
 

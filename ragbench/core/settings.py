@@ -60,6 +60,10 @@ class Settings:
     results_busy_wait_s: float = 5.0
     #: how long a sweep waits at its end for that process to let go, to merge the spooled results
     results_final_wait_s: float = 300.0
+    #: retries of each MLflow HTTP request (MLflow's own default, 7 with backoff, waits minutes on a dead server)
+    mlflow_http_retries: int = 2
+    #: seconds each MLflow HTTP request may take
+    mlflow_http_timeout: float = 60.0
     #: who promotes (recorded with each promotion)
     user: str = "unknown"
     #: the environment the settings were read from: secrets named by a config (``api_key_env``) are looked up here
@@ -89,6 +93,8 @@ class Settings:
             dask_address=env.get("RAGBENCH_DASK_ADDRESS") or None,
             results_busy_wait_s=float(env.get("RAGBENCH_RESULTS_BUSY_WAIT", 5.0)),
             results_final_wait_s=float(env.get("RAGBENCH_RESULTS_FINAL_WAIT", 300.0)),
+            mlflow_http_retries=int(env.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", 2)),
+            mlflow_http_timeout=float(env.get("MLFLOW_HTTP_REQUEST_TIMEOUT", 60.0)),
             user=env.get("USER") or env.get("LOGNAME") or "unknown",
             environ=env,
         )
@@ -127,8 +133,8 @@ class Settings:
 
     def apply(self) -> "Settings":
         """Apply the process-wide parts: Hugging Face offline mode (unless the user set it), tokenizer threads,
-        third-party progress bars and log levels off the terminal, the ragbench log level and progress bars.
-        Returns ``self``."""
+        third-party progress bars and log levels off the terminal, MLflow's HTTP retries and timeout, the ragbench
+        log level and progress bars. Returns ``self``."""
         from ragbench.core import progress
 
         os.environ.setdefault("HF_HUB_OFFLINE", "0" if self.allow_download else "1")
@@ -138,6 +144,9 @@ class Settings:
         os.environ.setdefault("TQDM_DISABLE", "1")
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        # MLflow's HTTP client reads its retry bound from the environment: a dead server fails in seconds
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(self.mlflow_http_retries)
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = f"{self.mlflow_http_timeout:g}"
         progress.configure(level=self.log_level, bars=self.progress)
         return self
 

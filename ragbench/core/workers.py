@@ -18,6 +18,9 @@ from typing import Any, Protocol
 
 from ragbench.core.progress import log
 
+#: seconds to reach an existing Dask scheduler (its first answer; the preflight has already seen it listen)
+DASK_CONNECT_TIMEOUT_S = 10
+
 
 class Workers(Protocol):
     def map(self, fn: Callable[[Any], Any], items: list, on_done: Callable[[Any], None] | None = None) -> list: ...
@@ -50,7 +53,13 @@ class DaskWorkers:
         self.retries = retries
         if address:
             self.cluster = None
-            self.client = Client(address, timeout="60s")
+            try:
+                self.client = Client(address, timeout=f"{DASK_CONNECT_TIMEOUT_S}s")
+            except OSError as e:  # distributed's "Timed out trying to connect": one line naming the address
+                from ragbench.core.retry import ServerUnreachable
+
+                raise ServerUnreachable(f"the Dask scheduler {address} does not answer within "
+                                        f"{DASK_CONNECT_TIMEOUT_S} s: {str(e).splitlines()[0][:200]}") from None
         else:
             self.cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, silence_logs=40)

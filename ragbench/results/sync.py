@@ -8,7 +8,7 @@ from pathlib import Path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import ConfigRun, Tracker, default_tracking_uri, sweep_params
+from ragbench.results.tracking import ConfigRun, Tracker, check_tracking_server, default_tracking_uri, sweep_params
 
 
 def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
@@ -34,6 +34,8 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
         spec = json.loads(row["spec_json"])
         # the default matches ragbench.sweep.orchestrator.experiment_name for a sweep without output.experiment
         experiment = row["experiment"] or f"ragbench/{name}"
+        if not uploaded:  # once, before MLflow's client, which would retry a dead server for minutes
+            check_tracking_server(uri)
         tracker = Tracker(uri, experiment, artifact_root=Path(home) / "mlartifacts")
         parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)

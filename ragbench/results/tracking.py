@@ -348,6 +348,17 @@ def _probe(uri: str, timeout: float = 5.0) -> None:
             raise ConnectionError(f"MLflow health check answered {resp.status}")
 
 
+def check_tracking_server(uri: str) -> None:
+    """Raise :class:`~ragbench.core.retry.ServerUnreachable` (one line, in seconds) when ``uri`` names an MLflow
+    server (http/https) or a PostgreSQL database that does not answer; a local store needs no check."""
+    from ragbench.core.retry import check_server
+
+    if uri.lower().startswith(("http://", "https://")):
+        check_server(uri, "MLflow tracking server", http_path="/health")
+    elif uri.lower().startswith(("postgresql", "postgres:")):
+        check_server(uri, "MLflow database (PostgreSQL)")
+
+
 def open_tracker(settings, experiment: str) -> Tracker | None:
     """A tracker, or None (with a warning) when MLflow cannot be reached: results still land in DuckDB."""
     from ragbench.core.errors import StoreDamagedError
@@ -359,6 +370,7 @@ def open_tracker(settings, experiment: str) -> Tracker | None:
         log.warning("MLflow: %s; results go to DuckDB only meanwhile", e)
         return None
     try:
+        check_tracking_server(uri)
         if uri.startswith(("http://", "https://")):
             _probe(uri)
         # a fresh SQLite store is migrated on first use: two sweeps doing it at once race (alembic_version exists)

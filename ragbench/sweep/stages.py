@@ -26,9 +26,10 @@ from ragbench.evaluation.metrics import MetricsSpec, evaluate_per_query
 from ragbench.evaluation.spans import budget_metrics, chunk_level_run_metrics, span_metrics
 
 
-def preflight(cfg: SweepConfig, settings: Settings) -> None:
+def preflight(cfg: SweepConfig, settings: Settings, dask_address: str | None = None) -> None:
     """Cheap checks before any heavy work: every model and tokenizer resolves offline, the dataset exists, the
-    local LLM server and model are built."""
+    local LLM server and model are built, and every server the sweep needs answers (:func:`check_servers`);
+    ``dask_address`` is the Dask scheduler the embedding shards will run on (None: none)."""
     for emb in cfg.embedders:
         resolve_model(emb.model)
         if emb.device == "cuda":  # fails here on a machine without a GPU, not mid-sweep (auto and cpu cannot
@@ -39,19 +40,57 @@ def preflight(cfg: SweepConfig, settings: Settings) -> None:
     for r in cfg.retrievers:
         if r.rerank is not None:
             resolve_model(r.rerank.model)
-    gen = cfg.generation
-    rewrites = any(r.rewrite is not None for r in cfg.retrievers)
-    if rewrites and gen is None:
-        from ragbench.generation.spec import GenerationSpec
-
-        gen = GenerationSpec(enabled=False)  # the endpoint query rewrites use by default
-    if gen is not None and (gen.enabled or rewrites) and gen.endpoint == "local":
+    gen = _llm_endpoint(cfg)
+    if gen is not None and gen.endpoint == "local":
         from ragbench.generation.llm.server import locate_llama_server, locate_model
 
         locate_llama_server(settings)
         locate_model(settings, gen.model)
     if not Path(cfg.dataset.path).exists():
         raise DatasetError(f"{cfg.dataset.path}: dataset not found")
+    check_servers(cfg, settings, dask_address)
+
+
+_REWRITE_NAMES = {"hyde": "HyDE", "multi_query": "multi-query"}
+
+
+def _llm_endpoint(cfg: SweepConfig):
+    """The generation spec whose endpoint the sweep talks to (answers or query rewrites), or None."""
+    gen = cfg.generation
+    rewrites = any(r.rewrite is not None for r in cfg.retrievers)
+    if rewrites and gen is None:
+        from ragbench.generation.spec import GenerationSpec
+
+        gen = GenerationSpec(enabled=False)  # the endpoint query rewrites use by default
+    return gen if gen is not None and (gen.enabled or rewrites) else None
+
+
+def check_servers(cfg: SweepConfig, settings: Settings, dask_address: str | None = None) -> None:
+    """Every remote server the sweep needs answers within
+    :data:`~ragbench.core.retry.SERVER_CHECK_TIMEOUT_S` (a TCP connect, then one cheap request), else
+    :class:`~ragbench.core.retry.ServerUnreachable` names what and where: an OpenAI-compatible LLM endpoint
+    (``GET <url>/models``), the Dask scheduler, a Qdrant server (``GET /``). An unreachable MLflow server (http(s)
+    or its PostgreSQL database) only warns: results still land in DuckDB and ``ragbench sync-mlflow`` uploads them
+    later."""
+    from ragbench.core.retry import ServerUnreachable, check_server
+
+    gen = _llm_endpoint(cfg)
+    if gen is not None and gen.endpoint != "local":
+        kinds = sorted({_REWRITE_NAMES.get(r.rewrite.kind, r.rewrite.kind) for r in cfg.retrievers if r.rewrite})
+        uses = (["end-to-end answers"] if gen.enabled else []) + ([f"query rewrites ({', '.join(kinds)})"]
+                                                                 if kinds else [])
+        check_server(gen.endpoint, "LLM endpoint", http_path="/models", purpose=" and ".join(uses))
+    if dask_address:
+        check_server(dask_address, "Dask scheduler")
+    if settings.qdrant_url and settings.qdrant_url != ":memory:":
+        check_server(settings.qdrant_url, "Qdrant server", http_path="/")
+    if cfg.output.mlflow and settings.mlflow_tracking_uri:
+        from ragbench.results.tracking import check_tracking_server
+
+        try:
+            check_tracking_server(settings.mlflow_tracking_uri)
+        except ServerUnreachable as e:
+            log.warning("%s; results go to DuckDB only — run `ragbench sync-mlflow` later", e)
 
 
 def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.DataFrame:
