@@ -127,7 +127,7 @@ def sweep(
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers
     from ragbench.reporting.terminal import leaderboard_table, leaderboard_text
-    from ragbench.results.store_connection import STORAGE_ERRORS
+    from ragbench.results.store_connection import STORAGE_ERRORS, check_results_file
     from ragbench.sweep import preflight, sweep_settings
 
     fmt = Format.json if json_out else fmt
@@ -136,6 +136,7 @@ def sweep(
         cfg = load_config(config)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         settings.ensure_home()
+        check_results_file(settings.home / "results.duckdb")  # damaged: one line now, not a flow's traceback
         address = address or settings.dask_address
         preflight(cfg, settings, address if task_runner is TaskRunner.dask else None)
         n = len(cfg.expand())

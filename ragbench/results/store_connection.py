@@ -79,6 +79,13 @@ def _lock_holder(message: str) -> str:
     return f"pid {pid} ({cmd[:120]}{'…' if len(cmd) > 120 else ''})"
 
 
+def check_results_file(path: Path) -> None:
+    """Raise :class:`StoreDamagedError` when the results file exists but cannot be opened (one try: a file
+    another process holds passes; the store then waits or spools as usual)."""
+    if Path(path).is_file():
+        StoreConnection(path, 0.0, busy_ok=True)
+
+
 class StoreConnection:
     """Opens the DuckDB results file for each short transaction; the base of
     :class:`ragbench.results.store.ResultStore`."""
