@@ -149,3 +149,21 @@ def test_executed_by_the_local_runner_a_failed_branch_stops_there_and_names_its_
             assert outcome(chain).startswith("record(")
     evaluated = [kw for kind, kw in log if kind == "evaluate" and kw["run_config"].embedder is not None]
     assert evaluated and all(kw["chunks"].startswith("chunks:") and kw["collection"].startswith("index(") for kw in evaluated)
+
+
+def test_run_sweep_takes_its_options_as_one_frozen_value_or_as_keywords(configs, tmp_path):
+    import dataclasses
+
+    from ragbench.core.settings import Settings
+    from ragbench.sweep import SweepOptions, run_sweep
+
+    options = SweepOptions(fresh=True, home=tmp_path)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.fresh = False  # type: ignore[misc]
+    with pytest.raises(TypeError, match="fast_fail"):  # a misspelt option fails before any work
+        run_sweep(load_config(write_config(tmp_path / "o.yaml", f"""name: o
+dataset: {{path: {DEMO}}}
+chunkers: [{{kind: whole}}]
+retrievers: [{{kind: bm25}}]
+""")), Settings(home=tmp_path / "home"), options, fast_fail=True)
+    assert not (tmp_path / "home").exists()
