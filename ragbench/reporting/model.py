@@ -35,6 +35,8 @@ from ragbench.reporting.columns import leaderboard_measures, shallow_notes
 from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
+from ragbench.reporting.since import ConfigRef, SincePrevious, StatOptions, since_previous
+from ragbench.reporting.vs_production import VsProduction, vs_production
 from ragbench.results.completion import SweepCompletion, sweep_completion
 from ragbench.results.lookup import sweep_primary
 from ragbench.results.store import ResultStore
@@ -83,6 +85,13 @@ class SweepReport:
     completion : SweepCompletion or None
         Whether the sweep ran to its end and how many of its configs are done
         (:func:`ragbench.results.completion.sweep_completion`); an unfinished sweep ranks only the configs done.
+    since_previous : SincePrevious or None
+        What changed since the previous sweep (:func:`ragbench.reporting.since.since_previous`); None with
+        ``since_note`` saying why when there is none.
+    vs_production : VsProduction or None
+        The best against the live promotion on the same queries
+        (:func:`ragbench.reporting.vs_production.vs_production`); ``production_note`` says it in words, or why
+        there is nothing to compare with.
     """
 
     sweep_id: str
@@ -106,6 +115,10 @@ class SweepReport:
     dataset_warnings: tuple[str, ...] = ()
     costs: pl.DataFrame | None = None
     completion: SweepCompletion | None = None
+    since_previous: SincePrevious | None = None
+    since_note: str | None = None
+    vs_production: VsProduction | None = None
+    production_note: str | None = None
 
     @property
     def unfinished(self) -> str | None:
@@ -182,7 +195,8 @@ def per_query_values(store: ResultStore, sweep_id: str, measures: list[str] | No
 class ReportOptions:
     """How a report compares configs: ``primary`` (default: the sweep's), ``measures`` (default: the primary,
     its held-out score and the leaderboard measures present), the paired ``test``, ``alpha``, ``n_resamples`` and
-    ``seed`` of the randomization test and bootstrap, and ``pairs`` (``vs_best`` or ``all``)."""
+    ``seed`` of the randomization test and bootstrap, ``pairs`` (``vs_best`` or ``all``), and ``since``: the
+    sweep the "since the previous sweep" section compares with (default: the sweep's predecessor)."""
 
     primary: str | None = None
     measures: tuple[str, ...] | None = None
@@ -191,6 +205,7 @@ class ReportOptions:
     n_resamples: int = 10_000
     seed: int = 0
     pairs: str = "vs_best"
+    since: str | None = None
 
 
 def build_report(store: ResultStore, sweep_id: str, options: ReportOptions | None = None,
@@ -300,8 +315,24 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
         chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
         winner_heldout=winner, costs=_costs(summary, primary, comparisons, stored, configs),
-        completion=sweep_completion(store, sweep_id),
+        completion=sweep_completion(store, sweep_id), **_sections(store, sweep_id, primary, comparisons, labels, opts),
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
+
+
+def _sections(store: ResultStore, sweep_id: str, primary: str, comparisons: dict[str, Comparison],
+              labels: dict[str, str], opts: ReportOptions) -> dict:
+    """The "since the previous sweep" and "against production" fields of the report, with the report's test."""
+    stats = StatOptions(opts.test, opts.alpha, opts.n_resamples, opts.seed)
+    since, since_note = since_previous(store, sweep_id, primary, stats, since=opts.since)
+    out = {"since_previous": since, "since_note": since_note}
+    if primary in comparisons:
+        comp = comparisons[primary]
+        best = ConfigRef(comp.best, store.config_names(sweep_id).get(comp.best, comp.best),
+                         labels.get(comp.best, comp.best), comp.config(comp.best).mean)
+        out["vs_production"], out["production_note"] = vs_production(store, sweep_id, best, primary, stats)
+    return out
+
+
 def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[str, str]) -> WinnerHeldOut:
     """The best config on the tuning set (``comp``) with its mean on the held-out set (NaN values excluded,
     as for every mean of the report)."""

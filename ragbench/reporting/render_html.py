@@ -19,6 +19,7 @@ from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.reporting.cells import fmt
 from ragbench.reporting.model import SweepReport, legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
+from ragbench.reporting.since import change_rows, since_lines
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: most columns one table gets; a wider table is split (chunk statistics, per-class results)
@@ -38,14 +39,33 @@ def _environment():
 def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
     """The report as one self-contained HTML document (no external resource), every table within 1,400 px: the
     headline, the legend, the leaderboard, each config against the best, plots, per-class results, cost, chunk
-    statistics, and every pair behind a ``<details>``."""
+    statistics, since the previous sweep, against production, and every pair behind a ``<details>``."""
     env = _environment()
     return env.get_template("report.html.j2").render(
         r=report, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}", legend=legend(report),
         heldout=_heldout(report), leaderboard=_leaderboard(report), vs_best=_vs_best(report),
         plots=[(t := PLOT_TITLES.get(k, k).format(primary=report.primary), t, _data_uri(p)) for k, p in plots.items()],
-        per_class=_per_class(report), costs=_costs(report), chunk_stats=_chunk_stats(report), pairs=_pairs(report))
+        per_class=_per_class(report), costs=_costs(report), chunk_stats=_chunk_stats(report), pairs=_pairs(report),
+        since=_since(report), production=_production(report))
+
+
+def _since(report: SweepReport) -> dict:
+    """The section "since the previous sweep": its sentences and the shared configs' rows, or the note."""
+    s = report.since_previous
+    if s is None:
+        return {"section": None, "note": report.since_note}
+    return {"section": s, "lines": since_lines(s),
+            "rows": [{**r, "then": fmt(r["then"]), "now": fmt(r["now"]), "p": fmt(r["p"])} for r in change_rows(s)]}
+
+
+def _production(report: SweepReport) -> dict:
+    """The section "against production": the pair's numbers formatted, or the note."""
+    v = report.vs_production
+    if v is None:
+        return {"section": None, "note": report.production_note or "not compared"}
+    return {"section": v, "best_mean": fmt(v.change.mean_a), "prod_mean": fmt(v.change.mean_b),
+            "diff": f"{v.change.mean_diff:+.4f}", "p": fmt(v.change.p_value)}
 
 
 def _data_uri(path: Path) -> str:

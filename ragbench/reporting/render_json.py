@@ -11,11 +11,18 @@ from ragbench.results.outcomes import SweepResult
 
 def report_json(report: SweepReport) -> str:
     """The report's rows (:func:`ragbench.reporting.model.report_rows`) plus ``primary`` (``{"measure": key,
-    "value": mean}``), ``sweep_id`` and whether the sweep finished (``finished, configs_done, configs_total``), one
-    object per line."""
+    "value": mean}``), ``sweep_id``, whether the sweep finished (``finished, configs_done, configs_total``),
+    ``since_previous`` (:meth:`~ragbench.reporting.since.SincePrevious.as_dict`; null with ``since_previous_reason``
+    when there is no previous sweep) and ``vs_production`` (:meth:`~ragbench.reporting.vs_production.VsProduction.
+    as_dict`; null with ``vs_production_reason`` when nothing live compares), one object per line."""
     done = report.completion.as_dict() if report.completion is not None else {}
+    sections = {"since_previous": report.since_previous.as_dict() if report.since_previous else None,
+                "since_previous_reason": report.since_note,
+                "vs_production": report.vs_production.as_dict() if report.vs_production else None,
+                "vs_production_reason": None if report.vs_production else report.production_note}
     return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
-                                     "sweep_id": report.sweep_id, **done} for r in report.board.dicts()]))
+                                     "sweep_id": report.sweep_id, **done, **sections}
+                                    for r in report.board.dicts()]))
 
 
 def json_lines(result: SweepResult) -> list[str]:

@@ -16,13 +16,15 @@ from ragbench.reporting.columns import LEADERBOARD_MEASURES
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport, legend
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
+from ragbench.reporting.since import change_columns, change_rows, since_lines
 from ragbench.reporting.tables import Column, markdown_cell, number, to_markdown
 from ragbench.results.outcomes import SweepResult
 
 
 def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
     """The leaderboard as markdown: the headline, the table (primary with its CI, p and W/T/L against the best,
-    the other measures), the configs tied with the best, and the legend; ``limit`` keeps the best rows only."""
+    the other measures), the configs tied with the best, the legend, the cost table, then the sections since the
+    previous sweep and against production (:func:`sections_markdown`); ``limit`` keeps the best rows only."""
     rows = display_rows(report.board)
     for r in rows:
         r["primary__full"] = value_cell(report.primary, ci=True)(r) if r.get(report.primary) is not None else ""
@@ -45,7 +47,23 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
               f"_{legend(report)}_"]
     if report.costs is not None:
         parts += ["", *cost_markdown(report.costs, report.primary)]
+    parts += ["", *sections_markdown(report)]
     return "\n".join(parts)
+
+
+def sections_markdown(report: SweepReport) -> list[str]:
+    """The sections "Since the previous sweep" (sentences and the shared configs' changes) and "Against
+    production", as markdown lines."""
+    out = ["### Since the previous sweep", ""]
+    s = report.since_previous
+    if s is None:
+        out.append(f"No previous sweep to compare with: {report.since_note}.")
+    else:
+        out += [line for text in since_lines(s) for line in (text, "")]
+        if s.changes:
+            out.append(to_markdown(change_columns(report.primary), change_rows(s)))
+    return out + ["", "### Against production", "",
+                  (report.production_note or "not compared") + ("" if report.vs_production else ".")]
 
 
 def cost_markdown(table: pl.DataFrame | None, primary: str) -> list[str]:

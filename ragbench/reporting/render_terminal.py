@@ -16,6 +16,7 @@ from ragbench.reporting.columns import LEADERBOARD_MEASURES, shallow_notes
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport, legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary
+from ragbench.reporting.since import SincePrevious, change_columns, change_rows, since_lines
 from ragbench.reporting.tables import Column, fit_table, number
 from ragbench.results.outcomes import SweepResult
 
@@ -32,6 +33,31 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
                                          *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
                                          *cost_summary(report.costs, report.primary)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])
+
+
+def since_rich(section: SincePrevious | None, note: str | None, primary: str, width: int = 160) -> list:
+    """The section "since the previous sweep" (what ``diff`` prints): sentences, then a table of the shared
+    configs' changes; or the note saying why there is no previous sweep."""
+    from rich.text import Text  # plain text: labels and question texts may hold [brackets]
+
+    out: list = [Text("Since the previous sweep", style="bold")]
+    if section is None:
+        return out + [Text(f"No previous sweep to compare with: {note}.")]
+    out += [Text(line) for line in since_lines(section)]
+    if section.changes:
+        out.append(fit_table(change_columns(primary), change_rows(section), width,
+                             title=f"{primary}: each config in both sweeps, now against then"))
+    return out
+
+
+def sections_rich(report: SweepReport, width: int = 160) -> list:
+    """What ``report`` prints under the leaderboard: :func:`since_rich`, then "against production" (a sentence:
+    the best against the live promotion and the command to promote, or why not), as rich renderables."""
+    from rich.text import Text
+
+    note = (report.production_note or "not compared") + ("" if report.vs_production else ".")
+    return [*since_rich(report.since_previous, report.since_note, report.primary, width),
+            Text("Against production", style="bold"), Text(note)]
 
 
 def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES,
