@@ -89,6 +89,9 @@ def register(app: typer.Typer) -> None:
         test: Annotated[Test, typer.Option(help="paired significance test")] = Test.randomization,
         alpha: Annotated[float, typer.Option(help="significance level (Holm-corrected over all pairs)")] = 0.05,
         mlflow: Annotated[bool, typer.Option(help="log the report as artifacts of the sweep's MLflow run")] = True,
+        since: Annotated[Optional[str], typer.Option(help="the sweep the section 'since the previous sweep' "
+                                                          "compares with (default: the previous finished sweep of "
+                                                          "the same name and dataset)")] = None,
         fmt: Annotated[Format, typer.Option("--format", help="leaderboard on stdout: a table fitting the terminal, "
                                                              "markdown, csv or json (one object per config)")]
         = Format.table,
@@ -102,6 +105,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.core.errors import RagbenchError
         from ragbench.core.measure_keys import measure_key
         from ragbench.core.progress import console, stdout
+        from ragbench.reporting.render_terminal import sections_rich
         from ragbench.reporting.report import build_report, leaderboard_rich, report_text, write_html_report
         from ragbench.results.lookup import resolve_sweep_id
 
@@ -109,13 +113,15 @@ def register(app: typer.Typer) -> None:
             store, settings = _store(home)
             sid = resolve_sweep_id(store, sweep)
             rep = build_report(store, sid, primary=measure_key(measure) if measure else None, test=test.value,
-                               alpha=alpha)
+                               alpha=alpha, since=resolve_sweep_id(store, since) if since else None)
             path = write_html_report(store, sid, out or settings.home / "reports" / sid, settings=settings,
                                      log_to_mlflow=mlflow, report=rep)
         except (RagbenchError, ValueError) as e:
             fail(e)
         if fmt is Format.table:
             stdout.print(leaderboard_rich(rep, width=stdout.width))
+            for part in sections_rich(rep, width=stdout.width):
+                stdout.print(part)
         else:
             typer.echo(report_text(rep, fmt.value))
         console.print(f"report: {path}")
