@@ -48,7 +48,8 @@ def _quiet_stdout() -> None:
 
 app = _Typer(
     help="Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries.\n\n"
-         "Results go to one local folder (--home, $RAGBENCH_HOME, default ./.ragbench): a DuckDB file with every "
+         "Results go to one local folder (--home, else $RAGBENCH_HOME, else a sweep file's output.home, else "
+         "./.ragbench: the command line, then the environment, then the sweep file): a DuckDB file with every "
          "per-query result, an MLflow store to browse (`mlflow ui --backend-store-uri sqlite:///.ragbench/mlflow.db`)"
          ", the embedded Qdrant collections and the chunk/vector cache.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, rich_markup_mode="markdown")
@@ -97,8 +98,10 @@ def sweep(
     orchestrator: Annotated[Orchestrator, typer.Option(help="prefect: run stages as Prefect tasks (ephemeral "
                                                             "server unless PREFECT_API_URL is set); local: plain "
                                                             "Python")] = Orchestrator.prefect,
-    home: Annotated[Optional[Path], typer.Option(help="results/cache folder (overrides the config and "
-                                                      "$RAGBENCH_HOME)")] = None,
+    home: Annotated[Optional[Path], typer.Option(help="results/cache folder. Precedence: --home, then "
+                                                      "$RAGBENCH_HOME, then the sweep file's output.home, then "
+                                                      "./.ragbench (the MLflow URI alike: $MLFLOW_TRACKING_URI, "
+                                                      "then output.mlflow_tracking_uri)")] = None,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first failing config")] = False,
     task_runner: Annotated[TaskRunner, typer.Option(help="where embedding shards run: local (this process) or "
                                                          "dask (a Dask cluster; the home must be on a volume "
@@ -155,7 +158,8 @@ def sweep(
                 from ragbench.sweep import publish_sweep, run_sweep
 
                 console.print(f"sweep {cfg.name}: {n} configs, plain Python", highlight=False)
-                result = run_sweep(cfg, settings, fail_fast=fail_fast, fresh=fresh, workers=pool)
+                # the home resolved above, passed on: the sweep file must not override it a second time
+                result = run_sweep(cfg, settings, home=settings.home, fail_fast=fail_fast, fresh=fresh, workers=pool)
                 if report:
                     published = publish_sweep(result.sweep_id, settings, mlflow=cfg.output.mlflow)
         finally:

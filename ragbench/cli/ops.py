@@ -104,6 +104,7 @@ def register(app: typer.Typer) -> None:
         """
         from ragbench.core.errors import RagbenchError
         from ragbench.core.measure_keys import measure_key
+        from ragbench.core.paths import home_path
         from ragbench.core.progress import console, stdout
         from ragbench.reporting.render_terminal import sections_rich
         from ragbench.reporting.report import build_report, leaderboard_rich, report_text, write_html_report
@@ -114,8 +115,8 @@ def register(app: typer.Typer) -> None:
             sid = resolve_sweep_id(store, sweep)
             rep = build_report(store, sid, primary=measure_key(measure) if measure else None, test=test.value,
                                alpha=alpha, since=resolve_sweep_id(store, since) if since else None)
-            path = write_html_report(store, sid, out or settings.home / "reports" / sid, settings=settings,
-                                     log_to_mlflow=mlflow, report=rep)
+            folder = out or home_path(settings.home, "reports", sid, what="the report folder")
+            path = write_html_report(store, sid, folder, settings=settings, log_to_mlflow=mlflow, report=rep)
         except (RagbenchError, ValueError) as e:
             fail(e)
         if fmt is Format.table:

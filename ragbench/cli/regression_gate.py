@@ -35,8 +35,8 @@ def register(app: typer.Typer) -> None:
         alpha: Annotated[float, typer.Option(help="significance level of the paired test")] = 0.05,
         oracle: Annotated[bool, typer.Option(help="add oracle probes: each labelled probe's evidence text as a "
                                                   "query, which must find its own document")] = True,
-        home: Annotated[Optional[Path], typer.Option(help="ragbench home (overrides the config and "
-                                                          "$RAGBENCH_HOME)")] = None,
+        home: Annotated[Optional[Path], typer.Option(help="ragbench home. Precedence: --home, then "
+                                                          "$RAGBENCH_HOME, then the config's output.home")] = None,
     ) -> None:
         """Exit non-zero when CONFIG is worse than production: significantly worse on the primary measure over the
         probes (paired randomization test), or a probe production passes (a relevant document in the top k) fails.

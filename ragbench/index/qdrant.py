@@ -30,6 +30,7 @@ import numpy as np
 from ragbench.core.errors import IndexMismatchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import acquire_lock
+from ragbench.core.paths import within
 from ragbench.core.progress import log
 from ragbench.index.spec import IndexSpec
 
@@ -140,8 +141,13 @@ class EdgeIndex:
         self._held: dict[str, list[int]] = {}  # name -> [lock descriptor, depth]
         self._lock = threading.RLock()
 
+    def _folder(self, name: str) -> Path:
+        """``root/<name>``: collection names are ``rb_<hash>``, but one read back from a promotion record must not
+        lead outside the root (:class:`~ragbench.core.paths.PathEscapeError`)."""
+        return within(self.root, name, what=f"the folder of collection {name!r}")
+
     def _meta_path(self, name: str) -> Path:
-        return self.root / name / "ragbench.json"
+        return self._folder(name) / "ragbench.json"
 
     def meta(self, name: str) -> CollectionMeta | None:
         try:
@@ -157,8 +163,8 @@ class EdgeIndex:
             if name in self._held:
                 self._held[name][1] += 1
             else:
-                fd = acquire_lock(self.root / f".{name}.lock", f"collection {name}", wait_seconds=3600,
-                                  on_wait=log.info)
+                fd = acquire_lock(within(self.root, f".{name}.lock", what="a collection lock"), f"collection {name}",
+                                  wait_seconds=3600, on_wait=log.info)
                 self._held[name] = [fd, 1]
         try:
             yield
@@ -172,7 +178,7 @@ class EdgeIndex:
                     del self._held[name]
 
     def _shard_path(self, name: str, i: int) -> Path:
-        return self.root / name / ("shard" if i == 0 else f"shard-{i}")  # the first keeps the one-shard layout
+        return self._folder(name) / ("shard" if i == 0 else f"shard-{i}")  # the first keeps the one-shard layout
 
     def _shards(self, name: str, meta: CollectionMeta | None = None) -> list:
         """The collection's open Edge shards, in shard order."""
@@ -197,7 +203,7 @@ class EdgeIndex:
         """Delete a collection (the next sweep that needs it builds it again)."""
         with self.session(name):
             self._close_shard(name)
-            shutil.rmtree(self.root / name, ignore_errors=True)
+            shutil.rmtree(self._folder(name), ignore_errors=True)
 
     def vectors(self, name: str, ids: list[int]) -> np.ndarray:
         """The stored dense vectors of points ``ids`` (normalised by Qdrant under cosine distance)."""
@@ -252,7 +258,7 @@ class EdgeIndex:
         if self._reusable(meta, verify):
             return False
         self._close_shard(meta.name)
-        folder = self.root / meta.name
+        folder = self._folder(meta.name)
         shutil.rmtree(folder, ignore_errors=True)  # incomplete leftovers of a killed build
         distance = {"cosine": Distance.Cosine, "dot": Distance.Dot, "euclid": Distance.Euclid}[meta.distance]
         sparse = {SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)} if meta.sparse else None

@@ -33,6 +33,7 @@ import polars as pl
 from ragbench.core.errors import ResultsSpooledError, StoreBusyError
 from ragbench.core.hashing import file_sha256
 from ragbench.core.locks import LockBusyError, file_lock
+from ragbench.core.paths import within
 from ragbench.core.progress import log
 from ragbench.core.redact import redact, redact_obj
 from ragbench.results.outcomes import ConfigFailure, ConfigResult
@@ -94,8 +95,13 @@ class Spool:
         self.quarantined: list[Path] = []  # where this instance moved damaged entries
 
     def _lock(self, sweep_id: str, wait_seconds: float = 300.0):
-        return file_lock(self.home / "locks" / f"spool-{sweep_id}.lock", f"the spool of sweep {sweep_id}",
-                         wait_seconds=wait_seconds)
+        return file_lock(within(self.home / "locks", f"spool-{sweep_id}.lock", what="a spool lock"),
+                         f"the spool of sweep {sweep_id}", wait_seconds=wait_seconds)
+
+    def folder(self, sweep_id: str) -> Path:
+        """``<home>/spool/<sweep id>``, refused (:class:`~ragbench.core.paths.PathEscapeError`) if the id would
+        lead outside the spool (new sweep ids are slugs; this guards ids stored before they were)."""
+        return within(self.root, sweep_id, what="the spool folder")
 
     def relative(self, path: Path) -> str:
         """``spool/<sweep id>/<entry>``: how log lines name a spool path."""
@@ -110,7 +116,7 @@ class Spool:
 
     def state(self, sweep_id: str) -> dict:
         """The sweep's pending ``sweeps`` writes (``begin``, ``mlflow_run_id``, ``status``, ``experiment``)."""
-        path = self.root / sweep_id / SWEEP_STATE
+        path = self.folder(sweep_id) / SWEEP_STATE
         try:
             return json.loads(path.read_text())
         except FileNotFoundError:
@@ -123,7 +129,7 @@ class Spool:
     def entries(self, sweep_id: str) -> list[SpoolEntry]:
         """The sweep's complete entries, oldest first (a later entry of the same config replaces an earlier one)."""
         try:
-            listing = list((self.root / sweep_id).iterdir())
+            listing = list((self.folder(sweep_id)).iterdir())
         except (FileNotFoundError, NotADirectoryError):  # nothing spooled, or merged and removed meanwhile
             return []
         found: list[tuple[int, str, Path]] = []
@@ -137,7 +143,7 @@ class Spool:
 
     def pending(self, sweep_id: str) -> bool:
         """Whether the sweep has anything waiting to be merged."""
-        return bool(self.entries(sweep_id)) or (self.root / sweep_id / SWEEP_STATE).is_file()
+        return bool(self.entries(sweep_id)) or (self.folder(sweep_id) / SWEEP_STATE).is_file()
 
     def count(self) -> int:
         """Entries waiting in the whole spool."""
@@ -146,7 +152,7 @@ class Spool:
     # ------------------------------------------------------------ writing
     def update_state(self, sweep_id: str, **fields) -> Path:
         """Add ``fields`` to the sweep's pending ``sweeps`` writes (atomically); returns the file."""
-        folder = self.root / sweep_id
+        folder = self.folder(sweep_id)
         with self._lock(sweep_id):
             folder.mkdir(parents=True, exist_ok=True)
             _write_json(folder / SWEEP_STATE, {**self.state(sweep_id), **fields})
@@ -176,7 +182,7 @@ class Spool:
         return self._put(sweep_id, f"k_sweep-{config_id}", "k_sweep", {"config_id": config_id}, {"k_sweep": table})
 
     def _put(self, sweep_id: str, name: str, kind: str, fields: dict, tables: dict[str, pl.DataFrame]) -> Path:
-        folder = self.root / sweep_id
+        folder = self.folder(sweep_id)
         with self._lock(sweep_id):
             folder.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=folder))
@@ -229,7 +235,8 @@ class Spool:
 
     def quarantine(self, entry: SpoolEntry, why: str) -> Path:
         """Move a damaged entry to ``spool/.quarantine/<sweep id>/`` and say so; its config is evaluated again."""
-        target = self.quarantine_root / entry.sweep_id / f"{entry.name}-{time.time_ns()}"
+        target = (within(self.quarantine_root, entry.sweep_id, what="the spool quarantine")
+                  / f"{entry.name}-{time.time_ns()}")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(entry.path, target)
         self.quarantined.append(target)
@@ -272,12 +279,12 @@ class Spool:
                 merged += 1
             if state.get("status"):
                 store.finish_sweep(sweep_id, state["status"])
-            (self.root / sweep_id / SWEEP_STATE).unlink(missing_ok=True)
+            (self.folder(sweep_id) / SWEEP_STATE).unlink(missing_ok=True)
             # no write is in progress while we hold the lock: these are from writes or merges that were killed
-            for leftover in (self.root / sweep_id).glob(".*"):
+            for leftover in (self.folder(sweep_id)).glob(".*"):
                 shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
             try:
-                (self.root / sweep_id).rmdir()
+                (self.folder(sweep_id)).rmdir()
             except OSError:  # something was spooled meanwhile
                 pass
         if merged:

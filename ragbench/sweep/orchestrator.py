@@ -23,7 +23,8 @@ from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import file_lock
 from ragbench.core.models import configure_model_store, configure_revision_memo
 from ragbench.core.progress import log, progress
-from ragbench.core.settings import Settings
+from ragbench.core.paths import slug
+from ragbench.core.settings import DEFAULT_HOME, Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset, load_dataset
 from ragbench.embedding.finetune import resolve_finetuned
@@ -59,12 +60,21 @@ class SweepOptions:
 
 
 def sweep_settings(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> Settings:
-    """The settings a sweep runs with: ``home`` (the CLI's ``--home``) wins over the config's ``output.home``,
-    which wins over ``settings.home`` (``$RAGBENCH_HOME``); the config's MLflow URI wins over the settings'."""
+    """The settings a sweep runs with. One precedence for every setting that exists at several levels: the
+    command line, then the environment, then the sweep file, then the default.
+
+    The home: ``home`` (the CLI's ``--home``), else a home ``settings`` already names (``$RAGBENCH_HOME``, or a
+    caller's ``Settings(home=...)``), else the sweep file's ``output.home``, else ``./.ragbench``. The MLflow URI:
+    ``settings.mlflow_tracking_uri`` (``$MLFLOW_TRACKING_URI``), else ``output.mlflow_tracking_uri``, else SQLite
+    under the home. The sweep file only fills what nothing above it named, so applying this to its own result
+    changes nothing (the CLI resolves once and :func:`run_sweep` resolves again)."""
     settings = settings or Settings()
-    if cfg.output.mlflow_tracking_uri:
+    if cfg.output.mlflow_tracking_uri and not settings.mlflow_tracking_uri:
         settings = settings.replace(mlflow_tracking_uri=cfg.output.mlflow_tracking_uri)
-    return settings.with_home(home if home is not None else cfg.output.home)
+    if home is not None:
+        return settings.with_home(home)
+    named = settings.environ.get("RAGBENCH_HOME") or Path(settings.home) != DEFAULT_HOME
+    return settings if named else settings.with_home(cfg.output.home)
 
 
 def experiment_name(cfg: SweepConfig) -> str:
@@ -190,7 +200,8 @@ class _Sweep:
         if sweep_id:
             log.info("resuming sweep %s", sweep_id)
             return SweepWriter(store, self.spool, sweep_id)
-        sweep_id = base = f"{cfg.name}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
+        # the id names folders (reports, spool): the sweep name as a slug (unchanged for a plain name like demo)
+        sweep_id = base = f"{slug(cfg.name)}-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{self.spec_hash[:6]}"
         n = 1
         # a warm rerun can start within the same second
         while self._read(lambda: store.sweep(sweep_id), None) is not None or self.spool.pending(sweep_id):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ragbench.core.paths import home_path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.reporting.plots import config_plot
@@ -43,15 +44,15 @@ def _first_line(e: Exception) -> str:
 
 def publish_sweep(sweep_id: str, settings: Settings, *, out_dir: Path | None = None, mlflow: bool = True,
                   config_plots: bool = True) -> Published:
-    """Write the report of ``sweep_id`` (into ``out_dir``, default ``<home>/reports/<sweep id>``) and, when the
-    sweep has an MLflow parent run and ``mlflow`` is on, summarize the sweep on it and plot each config on its
-    child run (``config_plots``)."""
+    """Write the report of ``sweep_id`` (into ``out_dir``, default ``<home>/reports/<sweep id>``, the id as a slug
+    and checked to stay inside the home) and, when the sweep has an MLflow parent run and ``mlflow`` is on,
+    summarize the sweep on it and plot each config on its child run (``config_plots``)."""
     home = Path(settings.home)
     store = ResultStore(home / "results.duckdb")
     try:
         report = build_report(store, sweep_id)
-        html = write_html_report(store, sweep_id, out_dir or home / "reports" / sweep_id, settings=settings,
-                                 log_to_mlflow=mlflow, report=report)
+        folder = out_dir or home_path(home, "reports", sweep_id, what="the report folder")
+        html = write_html_report(store, sweep_id, folder, settings=settings, log_to_mlflow=mlflow, report=report)
     except Exception as e:  # a sweep whose every config failed has no report; the sweep itself stands
         log.warning("no report for sweep %s: %s", sweep_id, _first_line(e))
         return Published(sweep_id, None, None)
