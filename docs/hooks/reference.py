@@ -344,8 +344,11 @@ def settings_page() -> str:
         rows.append([", ".join(code(v) for v in by_field.get(f.name, [])) or "–", code(f.name), code(shown),
                      cell(notes.get(f.name, ""))])
     intro = (f"{cell(first_paragraph(sys.modules[Settings.__module__].__doc__))} The library takes a `Settings` "
-             "object; only the CLI, the Prefect flow and a served model call `Settings.from_env()`. `--home` wins "
-             "over a sweep file's `output.home`, which wins over `RAGBENCH_HOME`.")
+             "object; only the CLI, the Prefect flow and a served model call `Settings.from_env()`. A setting that "
+             "exists at several levels takes the command line first, then the environment, then the sweep file: "
+             "the home is `--home`, else `RAGBENCH_HOME`, else the sweep file's `output.home`, else `./.ragbench`; "
+             "the MLflow URI is `MLFLOW_TRACKING_URI`, else `output.mlflow_tracking_uri`, else SQLite under the "
+             "home.")
     return "\n\n".join([GENERATED_NOTE, "# Settings and environment variables", intro,
                         table(["variable", "setting", "default", "meaning"], rows),
                         "A sweep file's `generation.api_key_env` names one more variable"

@@ -29,9 +29,11 @@ from ragbench.retrieval import RETRIEVERS, RetrieverSpec
 
 
 class OutputSpec(Spec):
-    home: Path | None = Field(None, description="local folder for caches, DuckDB, embedded Qdrant and MLflow "
-                                                "(default: $RAGBENCH_HOME or ./.ragbench)")
-    mlflow_tracking_uri: str | None = Field(None, description="default: $MLFLOW_TRACKING_URI or SQLite under home")
+    home: Path | None = Field(None, description="local folder for caches, DuckDB, embedded Qdrant and MLflow, "
+                                                "used when neither --home nor $RAGBENCH_HOME names one (default: "
+                                                "./.ragbench)")
+    mlflow_tracking_uri: str | None = Field(None, description="used when $MLFLOW_TRACKING_URI is not set "
+                                                              "(default: SQLite under the home)")
     experiment: str | None = None
     mlflow: bool = True
 
