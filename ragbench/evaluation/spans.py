@@ -57,6 +57,27 @@ from ragbench.evaluation.metrics import PER_QUERY_SCHEMA, Measure, evaluate_per_
 SPAN_MEASURES = ("span_recall", "span_precision", "span_iou", "span_contained")
 #: Per query: the span recall the chunk table allows at most (see the module docstring).
 SPAN_REACHABLE = "span_recall_max"
+#: Prefixes of the span family: every per-query measure computed from span labels (span_*, evidence_recall@,
+#: chunks_in_budget@, the chunk-level rank measures chunk_*). Their unlabelled queries are those without evidence.
+SPAN_FAMILY_PREFIXES = ("span_", "evidence_recall", "chunks_in_budget", "chunk_")
+
+
+def is_span_measure(measure: str) -> bool:
+    """Whether ``measure`` (a key or an @ spelling) belongs to the span family (:data:`SPAN_FAMILY_PREFIXES`)."""
+    return measure.startswith(SPAN_FAMILY_PREFIXES)
+
+
+def without_evidence(per_query: pl.DataFrame) -> int | None:
+    """The one count of queries without evidence (no gold span with relevance > 0), the ``n_unlabelled`` of every
+    span-family measure: the queries whose ``span_recall_max`` is NaN (|E| = 0, see the module docstring) in the
+    per-query rows (``query_id, measure, value``); None when no span measure was computed. ``configs``,
+    ``config_metrics``, the report and MLflow all read it from here."""
+    rows = per_query.filter(pl.col("measure") == SPAN_REACHABLE)
+    if rows.is_empty():
+        return None
+    return int(rows.filter(pl.col("value").is_nan())["query_id"].n_unique())
+
+
 RELEVANCE_SCHEMA = {"query_id": pl.String, "chunk_id": pl.String, "overlap_chars": pl.Int64,
                     "contains_span": pl.Boolean, "relevance": pl.Int32}
 
@@ -356,4 +377,9 @@ def chunk_level_run_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans
     # judged in canonical order; the ranks carry it (no score column, so it is not re-sorted by chunk id alone)
     run = canonical_order(chunk_run).select("query_id", "rank", pl.col("chunk_id").alias("doc_id"))
     out = evaluate_per_query(run, rel, _query_ids(query_ids, chunk_run, spans), list(measures))
-    return out.with_columns(("chunk_" + pl.col("measure")).alias("measure"))
+    # a query with evidence that no chunk touches retrieved nothing relevant: 0, never unlabelled (one count of
+    # queries without evidence for the whole span family, :func:`without_evidence`)
+    evidence = spans.filter(pl.col("relevance") > 0)["query_id"].unique()
+    value = pl.when(pl.col("value").is_nan() & pl.col("query_id").is_in(evidence.implode())).then(0.0)
+    return out.with_columns(("chunk_" + pl.col("measure")).alias("measure"), value.otherwise(pl.col("value"))
+                            .alias("value"))

@@ -55,7 +55,8 @@ class SweepReport:
     ----------
     configs : polars.DataFrame
         One row per config of the sweep: ``config_id, name, status, error, n_queries, n_unlabelled,
-        retrieval_ms_per_query, mlflow_run_id`` and its labels for people: ``chunker, model, retriever, label``
+        retrieval_ms_per_query, mlflow_run_id, n_without_evidence`` and its labels for people: ``chunker, model,
+        retriever, label``
         (:class:`ragbench.config.labels.ConfigLabels`).
     summary : polars.DataFrame
         One row per finished config and measure: ``config_id, name, measure, mean, ci_low, ci_high, n, is_best,
@@ -229,7 +230,7 @@ def _configs_table(store: ResultStore, sweep_id: str) -> pl.DataFrame:
     labels = [ConfigLabels.from_stored(json.loads(s or "{}"), n)
               for s, n in zip(board["spec_json"].to_list(), board["name"].to_list())]
     return (board.select("config_id", "name", "status", "error", "n_queries", "n_unlabelled",
-                         "retrieval_ms_per_query", "mlflow_run_id")
+                         "retrieval_ms_per_query", "mlflow_run_id", "n_without_evidence")
             .with_columns(pl.Series("chunker", [lb.chunker for lb in labels], pl.String),
                           pl.Series("model", [lb.model for lb in labels], pl.String),
                           pl.Series("retriever", [lb.retriever for lb in labels], pl.String),
@@ -410,7 +411,19 @@ def legend(report: SweepReport) -> str:
             f"(paired {report.test} test on the same queries, {resolution(report.comparisons[report.primary])}). "
             f"CI: 95 % bootstrap interval of the mean. The marks come from per-query "
             f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
-            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in shallow_notes(report.shallow)))
+            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in shallow_notes(report.shallow))
+            + "".join(f" {n}" for n in evidence_notes(report)))
+
+
+def evidence_notes(report: SweepReport) -> list[str]:
+    """"Span measures: N scored, M without evidence." from the ``configs`` table's ``n_without_evidence`` (the
+    span family's one unlabelled count, :func:`ragbench.evaluation.spans.without_evidence`); one sentence per
+    distinct count among the finished configs, none without span measures."""
+    if "n_without_evidence" not in report.configs.columns:  # a report table built by hand
+        return []
+    done = report.configs.filter((pl.col("status") == "finished") & pl.col("n_without_evidence").is_not_null())
+    counts = sorted(set(done.select("n_queries", "n_without_evidence").iter_rows()))
+    return [f"Span measures: {q - m} scored, {m} without evidence." for q, m in counts]
 
 
 def _cost_cells(report: SweepReport, config_id: str) -> dict:

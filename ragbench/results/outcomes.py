@@ -65,10 +65,28 @@ class ConfigResult:
         """The per-query rows (``query_id, query_class, measure, value``)."""
         return self.measures.filter(pl.col("query_id").is_not_null())
 
+    @property
+    def n_without_evidence(self) -> int | None:
+        """Queries without evidence, the unlabelled count of every span-family measure
+        (:func:`ragbench.evaluation.spans.without_evidence`); None without span measures."""
+        from ragbench.evaluation.spans import without_evidence
+
+        return without_evidence(self.per_query)
+
     def summary(self) -> pl.DataFrame:
         """One row per measure: the mean over labelled queries (NaN excluded) with ``n`` scored and
-        ``n_unlabelled``; a config-level value is its own mean, over the config's labelled queries."""
+        ``n_unlabelled`` (for a span-family measure: :attr:`n_without_evidence`, the one count of its family); a
+        config-level value is its own mean, over the config's labelled queries."""
+        from ragbench.evaluation.spans import SPAN_FAMILY_PREFIXES
+
         agg = aggregate(self.per_query)
+        unlabelled = self.n_without_evidence
+        if unlabelled is not None:
+            span = pl.any_horizontal([pl.col("measure").str.starts_with(p) for p in SPAN_FAMILY_PREFIXES])
+            agg = agg.with_columns(n=pl.when(span).then(pl.lit(self.n_queries - unlabelled, pl.Int64))
+                                   .otherwise(pl.col("n")),
+                                   n_unlabelled=pl.when(span).then(pl.lit(unlabelled, pl.Int64))
+                                   .otherwise(pl.col("n_unlabelled")))
         level = self.measures.filter(pl.col("query_id").is_null()).select(
             "measure", pl.col("value").alias("mean"), n=pl.lit(self.n_queries - self.n_unlabelled, pl.Int64),
             n_unlabelled=pl.lit(self.n_unlabelled, pl.Int64))

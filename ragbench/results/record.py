@@ -13,6 +13,12 @@ from ragbench.results.store import ResultStore
 from ragbench.results.tracking import ConfigRun, Tracker
 
 
+
+def evidence_metric(n_without_evidence: int | None) -> dict[str, float]:
+    """The MLflow metric of the span family's unlabelled count (``n_without_evidence``, as ``configs`` has it);
+    nothing for a config without span measures."""
+    return {} if n_without_evidence is None else {"n_without_evidence": float(n_without_evidence)}
+
 def _first_line(e: Exception) -> str:
     return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 
@@ -35,7 +41,8 @@ def record(result: ConfigResult, sweep_id: str, store: ResultStore, tracker: Tra
     try:
         run = ConfigRun(parent_run, sweep_id, result.config_id, result.name, result.spec, result.dataset_fingerprint)
         run_id = tracker.log_config_result(
-            run, metrics=result.means(), chunk_stats=result.chunk_stats, n_queries=result.n_queries,
+            run, metrics={**result.means(), **evidence_metric(result.n_without_evidence)},
+            chunk_stats=result.chunk_stats, n_queries=result.n_queries,
             n_unlabelled=result.n_unlabelled, ms_per_query=result.ms_per_query, tables={**tables, **result.artifacts})
         store.set_config_mlflow_run(sweep_id, result.config_id, run_id)
         return run_id

@@ -189,6 +189,9 @@ class ResultStore(PromotionsTable, StoreConnection):
             if result.measure_versions is not None:
                 con.execute("UPDATE configs SET measure_versions = ? WHERE sweep_id = ? AND config_id = ?",
                             [json.dumps(result.measure_versions, sort_keys=True), sweep_id, result.config_id])
+            # the span family's unlabelled count (null without span measures), as config_metrics has it
+            con.execute("UPDATE configs SET n_without_evidence = ? WHERE sweep_id = ? AND config_id = ?",
+                        [result.n_without_evidence, sweep_id, result.config_id])
 
     def write_config_failure(self, sweep_id: str, config_id: str, name: str, spec: dict, dataset_fingerprint: str,
                              error: str, mlflow_run_id: str | None = None) -> None:
@@ -327,11 +330,13 @@ class ResultStore(PromotionsTable, StoreConnection):
         """One row per config of the sweep: status, counts, and each measure's mean as a column.
 
         Columns ``config_id, name, status, error, n_queries, n_unlabelled, retrieval_ms_per_query, spec_json,
-        mlflow_run_id``, then one column per stored measure (``config_metrics.mean``; null for failed configs).
+        mlflow_run_id, n_without_evidence`` (the span family's unlabelled count), then one column per stored
+        measure (``config_metrics.mean``; null for failed configs).
         This is the one config-level table the report and the promotion gate read.
         """
         configs = self.query("SELECT config_id, name, status, error, n_queries, n_unlabelled, "
-                             "retrieval_ms_per_query, spec_json, mlflow_run_id FROM configs WHERE sweep_id = ?",
+                             "retrieval_ms_per_query, spec_json, mlflow_run_id, n_without_evidence FROM configs "
+                             "WHERE sweep_id = ?",
                              [sweep_id])
         metrics = self.query("SELECT config_id, measure, mean FROM config_metrics WHERE sweep_id = ?", [sweep_id])
         if metrics.height:

@@ -57,6 +57,7 @@ ALTER TABLE configs ADD COLUMN IF NOT EXISTS eval_key VARCHAR;
 ALTER TABLE configs ADD COLUMN IF NOT EXISTS reused_from VARCHAR;
 -- the rank-measure versions a config's results were computed with (JSON; NULL: before versions, all 1)
 ALTER TABLE configs ADD COLUMN IF NOT EXISTS measure_versions VARCHAR;
+ALTER TABLE configs ADD COLUMN IF NOT EXISTS n_without_evidence INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;

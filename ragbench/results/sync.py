@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.results.record import evidence_metric
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import ConfigRun, Tracker, check_tracking_server, default_tracking_uri, sweep_params
 
@@ -45,7 +46,9 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
             if cstatus == "failed":
                 run_id = tracker.log_config_failure(run, error)
             else:
-                metrics = store.config_means(sid, config_id)
+                evidence = store.query("SELECT n_without_evidence FROM configs WHERE sweep_id = ? AND config_id = ?",
+                                       [sid, config_id])["n_without_evidence"][0]
+                metrics = {**store.config_means(sid, config_id), **evidence_metric(evidence)}
                 stats = dict(store.chunk_stats(sid, config_id).select("stat", "value").iter_rows())
                 per_query = store.query_metrics(sid, config_id)
                 rankings = store.rankings(sid, config_id)
