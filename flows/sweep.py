@@ -181,6 +181,9 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
     cfg, settings = load_config(config_path), Settings.from_env()
     own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
     if own:
+        from ragbench.core.retry import check_server
+
+        check_server(settings.dask_address, "Dask scheduler")  # seconds, one line, before any connect retries
         workers = DaskWorkers(address=settings.dask_address)
     try:
         result = run_sweep(cfg, settings, SweepOptions(runner=PrefectStageRunner(), home=home, fresh=fresh,
