@@ -370,6 +370,8 @@ def datasets_init(
     stdout.print(_folder_table(scan))
     for w in scan.warnings():
         stdout.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    for line in scan.boilerplate():
+        stdout.print(escape(line))
     texts = [d.text for d in scan.documents]
     try:
         tokens, unit = sum(count_tokens(texts, tokenizer)), f"tokens ({tokenizer})"

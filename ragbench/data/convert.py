@@ -11,6 +11,13 @@
 A file that cannot be converted raises :class:`ConversionError` with a one-line reason; the folder loader skips it
 with a counted warning. :data:`CONVERTER_VERSION` and the libraries' versions are part of the conversion cache key,
 so upgrading either converts again.
+
+**Boilerplate out** (:class:`ConvertOptions`, the folder format's ``convert`` option; per file, here): elements
+matching ``drop_selectors`` (CSS selectors, HTML and Word only) are removed, link lists (a block of at least two
+links whose text is mostly link text: a table of contents, a navigation bar) are dropped, and link targets leave
+the text (``[merge](#def_merge)`` -> ``merge``; an image keeps its alt text). Blocks repeated across the folder's
+documents are dropped by the folder loader (:mod:`.folder`), which sees them all. The options are part of the
+conversion cache key (:func:`cleaning_id`); with every cleaning off the key and the text are those of before.
 """
 
 from __future__ import annotations
@@ -19,6 +26,10 @@ import io
 import re
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragbench.core.hashing import stable_hash
 
 #: bump when the conversion below changes its output
 CONVERTER_VERSION = 1
@@ -30,6 +41,57 @@ _LIBRARIES = {"markdown": (), "text": (), "html": ("beautifulsoup4", "markdownif
               "docx": ("mammoth", "beautifulsoup4", "markdownify"), "pdf": ("pypdf",)}
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^(```|~~~)")
+#: bump when the per-file cleaning below (link lists, link targets, selectors) changes its output
+CLEANING_VERSION = 1
+#: a Markdown link or image (target with an optional title), or an inline code span (left as it is)
+_LINK = re.compile(r"(`+)[^`]*?\1|(!?)\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+#: share of a block's word characters in link text from which a block of links is a link list
+LINK_LIST_SHARE = 0.7
+
+
+class ConvertOptions(BaseModel):
+    """What conversion leaves out of a folder's text (the folder format's ``convert`` option; ``false`` turns every
+    cleaning off: the text converted as before these options existed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    drop_repeated: float = Field(0.3, ge=0, le=1, description="drop a block found in at least this share of the "
+                                 "documents (in a folder of at least 10; headings and code are never dropped); 0: off")
+    drop_link_lists: bool = Field(True, description="drop blocks that are mostly link text (tables of contents, "
+                                  "navigation)")
+    strip_link_targets: bool = Field(True, description="keep a link's text, not its target")
+    drop_selectors: tuple[str, ...] = Field((), description="CSS selectors of HTML elements to remove (#footer)")
+
+    @field_validator("drop_selectors")
+    @classmethod
+    def _css(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        import soupsieve
+
+        for selector in v:
+            try:
+                soupsieve.compile(selector)
+            except soupsieve.SelectorSyntaxError as e:
+                raise ValueError(f"{selector!r} is not a CSS selector ({str(e).splitlines()[0]})") from None
+        return v
+
+    @classmethod
+    def off(cls) -> "ConvertOptions":
+        """Every cleaning off (``convert: false``)."""
+        return cls(drop_repeated=0, drop_link_lists=False, strip_link_targets=False)
+
+    @property
+    def per_file(self) -> dict:
+        """The options that change one file's conversion (the cache key's part); empty when all are off."""
+        on = {"link_lists": self.drop_link_lists, "link_targets": self.strip_link_targets,
+              "selectors": list(self.drop_selectors)}
+        return {k: v for k, v in on.items() if v}
+
+
+def cleaning_id(options: ConvertOptions | None) -> str:
+    """The conversion cache key's part for ``options``: ``""`` when no per-file cleaning is on (so the key is the
+    one made before cleaning existed), else the cleaning version and a hash of the options."""
+    part = options.per_file if options is not None else {}
+    return f";clean-v{CLEANING_VERSION}:{stable_hash(part, length=12)}" if part else ""
 
 
 class ConversionError(Exception):
@@ -79,13 +141,16 @@ def decode_utf8(data: bytes) -> str:
         raise ConversionError(f"not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8", line) from None
 
 
-def _html_to_markdown(html: bytes | str) -> str:
+def _html_to_markdown(html: bytes | str, selectors: tuple[str, ...] = ()) -> str:
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(["script", "style", "noscript", "template", "head", "nav", "footer"]):  # not the page's text
         tag.decompose()
+    for selector in selectors:
+        for tag in soup.select(selector):
+            tag.decompose()
     converter = MarkdownConverter(heading_style="ATX", bullets="-", escape_underscores=False,
                                   escape_asterisks=False, escape_misc=False)
     return converter.convert_soup(soup.body or soup)
@@ -126,19 +191,21 @@ def _docx_html(data: bytes) -> str:
         raise ConversionError(f"unreadable .docx ({type(e).__name__}: {str(e)[:120]})") from None
 
 
-def convert(data: bytes, kind: str) -> tuple[str, str | None]:
+def convert(data: bytes, kind: str, options: ConvertOptions | None = None) -> tuple[str, str | None]:
     """``(Markdown text, title)`` of a file's bytes under converter ``kind`` (see :data:`KINDS`); the title is the
-    document's own when its format stores one apart from the text (a PDF's Title), else None.
+    document's own when its format stores one apart from the text (a PDF's Title), else None. ``options``: what to
+    leave out (selectors here; link lists and targets are :func:`clean_links`' work); None: nothing.
 
     Raises :class:`ConversionError` when the file cannot be read or converts to empty text.
     """
     title = None
+    selectors = options.drop_selectors if options is not None else ()
     if kind in ("markdown", "text"):
         text = decode_utf8(data)
     elif kind == "html":
-        text = _html_to_markdown(data)
+        text = _html_to_markdown(data, selectors)
     elif kind == "docx":
-        text = _html_to_markdown(_docx_html(data))
+        text = _html_to_markdown(_docx_html(data), selectors)
     elif kind == "pdf":
         text, title = _pdf_text(data)
     else:
@@ -147,3 +214,70 @@ def convert(data: bytes, kind: str) -> tuple[str, str | None]:
         hint = " (a scanned PDF without a text layer?)" if kind == "pdf" else ""
         raise ConversionError(f"converts to empty text{hint}")
     return _tidy(text), title
+
+
+def blocks(text: str) -> list[str]:
+    """The blocks of Markdown ``text``: paragraphs, lists, tables and headings separated by blank lines, each fenced
+    code block whole (its blank lines included)."""
+    out: list[list[str]] = []
+    current: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not fenced and not line.strip() and not _FENCE.match(line):
+            if current:
+                out.append(current)
+            current = []
+            continue
+        current.append(line)
+    if current:
+        out.append(current)
+    return ["\n".join(b) for b in out]
+
+
+def is_structure(block: str) -> bool:
+    """A heading or a fenced code block: structure and code, never dropped as boilerplate."""
+    return bool(_HEADING.match(block)) or bool(_FENCE.match(block))
+
+
+def _word_chars(text: str) -> int:
+    return len(re.findall(r"\w", text))
+
+
+def is_link_list(block: str) -> bool:
+    """A block of at least two links whose word characters are mostly (:data:`LINK_LIST_SHARE`) link text."""
+    links = [m.group(3) for m in _LINK.finditer(block) if m.group(3) is not None and not m.group(2)]
+    if len(links) < 2 or is_structure(block):
+        return False
+    inside = sum(_word_chars(t) for t in links)
+    outside = _word_chars(_LINK.sub(lambda m: m.group(0) if m.group(1) else "", block))
+    return inside > 0 and inside >= LINK_LIST_SHARE * (inside + outside)
+
+
+def strip_link_targets(text: str) -> str:
+    """``[text](target)`` -> ``text`` and ``![alt](src)`` -> ``alt`` outside code (inline spans and fences)."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append(line)
+        else:
+            out.append(line if fenced else _LINK.sub(lambda m: m.group(0) if m.group(1) else m.group(3), line))
+    return "\n".join(out)
+
+
+def clean_links(text: str, options: ConvertOptions) -> tuple[str, list[str]]:
+    """``(text, dropped link lists)``: link lists dropped and link targets stripped as ``options`` say."""
+    dropped: list[str] = []
+    if options.drop_link_lists:
+        kept = []
+        for block in blocks(text):
+            (dropped if is_link_list(block) else kept).append(block)
+        if dropped and kept:  # a page of nothing but links stays as it is
+            text = "\n\n".join(kept) + "\n"
+        else:
+            dropped = []
+    if options.strip_link_targets:
+        text = strip_link_targets(text)
+    return text, dropped

@@ -19,13 +19,22 @@ questions file (see :mod:`.questions`; default ``questions.csv``/``.jsonl``/``.y
 * A file that cannot be read (an encrypted or broken PDF, non-UTF-8 text, a file that converts to empty text, an
   unsupported type) is skipped with a warning naming it and counted; it never stops the load.
 
+**Boilerplate out** (the ``convert`` option, :class:`~ragbench.data.convert.ConvertOptions`): link lists and link
+targets go at conversion (:func:`~ragbench.data.convert.clean_links`), then a block (not a heading, not code) found
+in at least ``drop_repeated`` of the documents of a folder of at least :data:`MIN_DOCUMENTS` is dropped from every
+one (footers, navigation, legal lines; numbers count as equal, so ``Last updated 2024-05-01`` repeats).
+:meth:`FolderScan.boilerplate` says what was dropped and how often; a quote found only in dropped text is reported
+as such. ``convert: false`` keeps everything (the text and fingerprint of before).
+
 **Incremental.** Converted text is cached by the file's content hash and the converter's version
 (:class:`~ragbench.core.cache.DocumentCache` under ``<home>/cache/converted``), so a rerun on a folder where a few
 files changed converts only those; chunk ids hash ``(doc id, offsets)`` and vectors are cached by text, so only the
 changed documents' chunks are embedded again.
 
 The fingerprint hashes the corpus table (ids, titles, converted text, metadata), the questions file and the spec
-settings, not where the folder lives.
+settings, not where the folder lives: a folder whose cleaned text differs gets a new fingerprint through its text;
+the ``convert`` option itself enters only when not at its default (a folder with nothing to drop keeps its
+fingerprint).
 """
 
 from __future__ import annotations
@@ -33,14 +42,15 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import polars as pl
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ragbench.core import bounded_io
 from ragbench.core.cache import DocumentCache
@@ -48,7 +58,8 @@ from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.progress import log, progress
 from ragbench.core.schemas import CORPUS_SCHEMA
-from ragbench.data.convert import KINDS, ConversionError, convert, converter_id, first_heading
+from ragbench.data.convert import (KINDS, ConversionError, ConvertOptions, blocks, clean_links, cleaning_id, convert,
+                                   converter_id, first_heading, is_structure, strip_link_targets)
 from ragbench.data.dataset import Dataset, subset
 from ragbench.data.questions import SUFFIXES as QUESTION_SUFFIXES
 from ragbench.data.labels import label_questions
@@ -67,6 +78,12 @@ class FolderDocument:
     metadata: dict
     sha256: str
     cached: bool  # the converted text came from the cache
+    dropped: tuple[tuple[str, str], ...] = ()  # (why, block) of each boilerplate block left out of text
+    title_stored: str | None = None  # the title the file stores apart from its text (a PDF's Title)
+
+    def dropped_text(self) -> str:
+        """The blocks left out of :attr:`text`, one after another (where a quote of boilerplate is found)."""
+        return "\n\n".join(block for _, block in self.dropped)
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,28 @@ class FolderScan:
     root: Path
     documents: tuple[FolderDocument, ...]
     skipped: tuple[SkippedFile, ...]
+
+    def boilerplate(self) -> list[str]:
+        """What conversion left out, one line per kind: ``3 repeated blocks dropped from 111 pages: 'Last updated
+        …' (111 pages), …`` (most frequent first, then by text), the same for link lists; empty when nothing was dropped."""
+        out = []
+        for why, noun in (("repeated", "repeated block"), ("link list", "link list")):
+            pages: Counter[str] = Counter()
+            shown: dict[str, str] = {}
+            for d in self.documents:
+                for key in {_block_key(b) for w, b in d.dropped if w == why}:
+                    pages[key] += 1
+                    shown.setdefault(key, next(b for w, b in d.dropped if w == why and _block_key(b) == key))
+            if pages:
+                n_docs = sum(any(w == why for w, _ in d.dropped) for d in self.documents)
+                top = ", ".join(f"{_short(strip_link_targets(shown[k]))!r} ({n} page{'s' * (n != 1)})"
+                                for k, n in sorted(pages.items(), key=lambda kn: (-kn[1], kn[0]))[:3])
+                more = f", and {len(pages) - 3} more" if len(pages) > 3 else ""
+                out.append(f"{len(pages)} {noun}{'s' * (len(pages) != 1)} dropped from {n_docs} "
+                           f"page{'s' * (n_docs != 1)}: {top}{more}")
+        if out:
+            out.append("(the dataset option convert: false keeps them)")
+        return out
 
     @property
     def n_converted(self) -> int:
@@ -182,9 +221,55 @@ def printable_name(name: str) -> str:
         return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _read_file(root: Path, rel: str, cache: DocumentCache | None) -> FolderDocument | SkippedFile:
+#: a folder needs at least this many documents before a block repeated across them is dropped as boilerplate
+MIN_DOCUMENTS = 10
+#: converter kinds whose text has Markdown links and blocks to clean (plain text and PDF text have none)
+_CLEANED_KINDS = ("markdown", "html", "docx")
+
+
+def _block_key(block: str) -> str:
+    """A block as compared across documents: spacing, letter case and numbers (dates, versions) do not count."""
+    return re.sub(r"\d+", "0", " ".join(block.split())).casefold()
+
+
+def _short(block: str, n: int = 48) -> str:
+    one = " ".join(block.split())
+    return one if len(one) <= n else one[: n - 1] + "…"
+
+
+def drop_repeated(docs: list[FolderDocument], share: float) -> list[FolderDocument]:
+    """``docs`` with every block (not a heading, not code) that occurs in at least ``share`` of them dropped, when
+    there are at least :data:`MIN_DOCUMENTS` (``share`` 0: none dropped). A document that would be left empty keeps
+    its text."""
+    if share <= 0 or len(docs) < MIN_DOCUMENTS:
+        return docs
+    split = [blocks(d.text) for d in docs]
+    seen = Counter(k for bs in split for k in {_block_key(b) for b in bs if not is_structure(b)})
+    threshold = max(2, share * len(docs))
+    repeated = {k for k, n in seen.items() if n >= threshold}
+    if not repeated:
+        return docs
+    out = []
+    for d, bs in zip(docs, split):
+        gone = [b for b in bs if not is_structure(b) and _block_key(b) in repeated]
+        kept = [b for b in bs if is_structure(b) or _block_key(b) not in repeated]
+        if not gone or not kept:
+            out.append(d)
+            continue
+        text = "\n\n".join(kept) + "\n"
+        out.append(replace(d, text=text, title=_title(text, d.title_stored, d.doc_id),
+                           dropped=d.dropped + tuple(("repeated", b) for b in gone)))
+    return out
+
+
+def _title(text: str, stored: str | None, doc_id: str) -> str:
+    return first_heading(text) or stored or PurePosixPath(doc_id).stem
+
+
+def _read_file(root: Path, rel: str, cache: DocumentCache | None,
+               options: ConvertOptions | None = None) -> FolderDocument | SkippedFile:
     """One candidate file as a document, or why it is skipped. ``rel`` is the name on disk; the doc id is its
-    :func:`printable_name`."""
+    :func:`printable_name`; ``options``: what conversion leaves out (None: nothing)."""
     path, doc_id = root / rel, printable_name(rel)
     suffix = printable_name(path.suffix.lower())
     kind = KINDS.get(suffix)
@@ -198,13 +283,17 @@ def _read_file(root: Path, rel: str, cache: DocumentCache | None) -> FolderDocum
     except OSError as e:
         return SkippedFile(doc_id, suffix, f"cannot read it ({e.strerror or e})")
     sha = hashlib.sha256(data).hexdigest()
-    key = DocumentCache.key(sha, converter_id(kind))
+    options = options if kind in _CLEANED_KINDS else None
+    key = DocumentCache.key(sha, converter_id(kind) + cleaning_id(options))
     entry = cache.get(key) if cache is not None else None
     cached = entry is not None
     if entry is None:
         try:
-            text, title = convert(data, kind)
+            text, title = convert(data, kind, options)
             entry = {"text": text, "title": title}
+            if options is not None and options.per_file:
+                text, dropped = clean_links(text, options)
+                entry = {"text": text, "title": title, "dropped": dropped}
         except ConversionError as e:
             entry = {"error": str(e), "line": e.line}
         if cache is not None:
@@ -212,13 +301,15 @@ def _read_file(root: Path, rel: str, cache: DocumentCache | None) -> FolderDocum
     if "error" in entry:
         return SkippedFile(doc_id, suffix, entry["error"], entry.get("line"))
     text = entry["text"]
-    title = first_heading(text) or entry.get("title") or PurePosixPath(doc_id).stem
-    return FolderDocument(doc_id, kind, title, text, _metadata(doc_id, path), sha, cached)
+    return FolderDocument(doc_id, kind, _title(text, entry.get("title"), doc_id), text, _metadata(doc_id, path), sha,
+                          cached, tuple(("link list", b) for b in entry.get("dropped", ())), entry.get("title"))
 
 
 def scan_folder(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (), *,
-                cache_root: Path | None = None, questions: Path | None = None) -> FolderScan:
-    """Read every file under ``root`` (see :func:`list_files`) as a document, converting what needs it.
+                cache_root: Path | None = None, questions: Path | None = None,
+                convert: ConvertOptions | None = None) -> FolderScan:
+    """Read every file under ``root`` (see :func:`list_files`) as a document, converting what needs it and leaving
+    boilerplate out as ``convert`` says (None: the defaults of :class:`~ragbench.data.convert.ConvertOptions`).
 
     With ``cache_root``, converted text (and conversion failures) come from / go to the
     :class:`~ragbench.core.cache.DocumentCache` there, keyed by file content and converter version. A file whose
@@ -229,6 +320,7 @@ def scan_folder(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, .
     if not root.is_dir():
         raise DatasetError(f"{printable_name(str(root))}: folder not found")
     cache = DocumentCache(cache_root) if cache_root is not None else None
+    options = convert if convert is not None else ConvertOptions()
     files = list_files(root, include, exclude, questions)
     docs: list[FolderDocument] = []
     skipped: list[SkippedFile] = []
@@ -240,10 +332,10 @@ def scan_folder(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, .
                 skipped.append(SkippedFile(doc_id, printable_name(Path(rel).suffix.lower()),
                                            "its name is not UTF-8 and, written printably, is another file's name"))
             else:
-                got = _read_file(root, rel, cache)
+                got = _read_file(root, rel, cache, options)
                 (docs if isinstance(got, FolderDocument) else skipped).append(got)
             advance(1)
-    scan = FolderScan(root, tuple(docs), tuple(skipped))
+    scan = FolderScan(root, tuple(drop_repeated(docs, options.drop_repeated)), tuple(skipped))
     fresh = [d.doc_id for d in docs if not d.cached]
     shown = printable_name(str(root))
     if cache is not None and 0 < len(fresh) < len(docs) and len(fresh) <= 10:  # a rerun: name what changed
@@ -294,13 +386,15 @@ def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[D
     if not qpath.is_file():
         raise DatasetError(f"{qpath}: questions file not found")
     rows, problems = read_questions(qpath)  # before converting anything: a broken file fails fast
-    scan = scan_folder(root, spec.include, spec.exclude, cache_root=cache_root, questions=qpath)
+    scan = scan_folder(root, spec.include, spec.exclude, cache_root=cache_root, questions=qpath,
+                       convert=spec.convert)
     if not scan.documents:
         raise DatasetError(f"{root}: no documents" + (f" ({len(scan.skipped)} file(s) skipped: "
                                                       f"{'; '.join(scan.warnings()[:3])})" if scan.skipped else ""))
     corpus = corpus_table(scan)
     labels = label_questions(qpath, rows, dict(zip(corpus["doc_id"], corpus["text"])),
-                             {f.doc_id: f.reason for f in scan.skipped}, problems)
+                             {f.doc_id: f.reason for f in scan.skipped}, problems,
+                             dropped={d.doc_id: d.dropped_text() for d in scan.documents if d.dropped})
     queries, spans = labels.queries, labels.spans
     if "queries" in spec.model_fields_set and spec.queries == "in_qrels":
         queries = queries.filter(pl.col("query_id").is_in(labels.qrels["query_id"].unique().implode()))
@@ -320,6 +414,8 @@ class FolderDataset(DatasetSpec):
     """``format: folder``: a folder of documents (Markdown, text, HTML, PDF, DOCX), converted to Markdown and
     cached, and a questions file (CSV, JSONL or YAML) whose quotes label evidence spans in them."""
 
+    dumped_when_set: ClassVar[tuple[str, ...]] = DatasetSpec.dumped_when_set + ("convert",)
+
     format: Literal["folder"] = "folder"
     questions: Path | None = Field(None, description="folder format: the questions file (CSV, JSONL or YAML), "
                                    "relative to path; default: questions.csv/.jsonl/.yaml in the folder, if any")
@@ -327,6 +423,19 @@ class FolderDataset(DatasetSpec):
                                      "without '/' matches file names, one with '/' the path); default: every file")
     exclude: tuple[str, ...] = Field((), description="folder format: glob patterns of files to leave out (hidden "
                                      "files and the questions file always are)")
+
+    convert: bool | ConvertOptions = Field(
+        ConvertOptions(), description="folder format: boilerplate left out at conversion (repeated "
+        "blocks, link lists, link targets, drop_selectors), e.g. {drop_repeated: 0.3, drop_link_lists: true, "
+        "drop_selectors: ['#footer']}; false keeps everything")
+
+    @field_validator("convert", mode="before")
+    @classmethod
+    def _convert_options(cls, v: Any) -> Any:
+        """``true`` = the default cleaning, ``false`` = none (:meth:`ConvertOptions.off`)."""
+        if isinstance(v, bool):
+            return ConvertOptions() if v else ConvertOptions.off()
+        return v
 
     @classmethod
     def recognizes(cls, path: Path) -> int:
@@ -341,4 +450,8 @@ class FolderDataset(DatasetSpec):
         rows = tuple((suffix, str(n["files"]), str(n["documents"]), str(n["skipped"]))
                      for suffix, n in scan.by_type().items())
         title = f"files in {printable_name(str(scan.root))}"
-        return ds, (DetailTable(title, ("type", "files", "documents", "skipped"), rows),)
+        tables = [DetailTable(title, ("type", "files", "documents", "skipped"), rows)]
+        if lines := scan.boilerplate():
+            tables.append(DetailTable("boilerplate left out at conversion", ("dropped",),
+                                      tuple((line,) for line in lines)))
+        return ds, tuple(tables)

@@ -107,6 +107,7 @@ class _Labelling:
     docs: dict[str, str]
     skipped: dict[str, str]
     problems: list[str]
+    dropped: dict[str, str] = field(default_factory=dict)  # doc id -> boilerplate left out of its text
     corpus: QuoteCorpus = field(init=False)
     doc_ids: list[str] = field(init=False)
     seen_text: dict[str, int] = field(default_factory=dict)
@@ -118,6 +119,7 @@ class _Labelling:
 
     def __post_init__(self):
         self.corpus = QuoteCorpus(self.docs)
+        self.dropped_corpus = QuoteCorpus(self.dropped)
         self.doc_ids = sorted(self.docs)
 
     def judge(self, qid: str, doc: str, grade: int) -> None:
@@ -175,6 +177,12 @@ def _quote_span(quote: str, row_docs: list[str], label: str, state: _Labelling) 
     hits = state.corpus.locate(norm, candidates)
     scope = ", ".join(row_docs) if row_docs else "any document"
     if not hits:
+        in_dropped = [d for d in candidates if d in state.dropped and state.dropped_corpus.locate(norm, [d])]
+        if in_dropped:
+            state.problems.append(f"{label}: quote {snippet(quote, 80)!r} is only in boilerplate dropped at "
+                                  f"conversion ({', '.join(in_dropped[:3])}); quote the page's own text, or keep "
+                                  "everything with the dataset option convert: false")
+            return None
         state.problems.append(f"{label}: quote {snippet(quote, 80)!r} is not in {scope}; "
                               f"{state.corpus.closest(norm, candidates)}")
         return None
@@ -218,13 +226,15 @@ def _label_row(q: Question, by_origin: bool, state: _Labelling) -> None:
 
 
 def label_questions(path: Path, questions: list[Question], docs: dict[str, str],
-                    skipped: dict[str, str] | None = None, problems: list[str] | None = None) -> Labels:
+                    skipped: dict[str, str] | None = None, problems: list[str] | None = None, *,
+                    dropped: dict[str, str] | None = None) -> Labels:
     """Check every row against the documents (``doc_id -> converted text``) and build queries, qrels and spans.
 
     ``skipped`` names documents left out of the folder with the reason (a ``doc`` naming one says why);
-    ``problems`` are those found reading the file. Raises :class:`DatasetError` listing every problem, one per line.
+    ``problems`` are those found reading the file; ``dropped`` holds the boilerplate left out of a document's text
+    (a quote found only there is reported as such). Raises :class:`DatasetError` listing every problem, one per line.
     """
-    state = _Labelling(path, docs, skipped or {}, list(problems or []))
+    state = _Labelling(path, docs, skipped or {}, list(problems or []), dict(dropped or {}))
     by_origin = any(q.synthetic for q in questions)  # then every class says where the question came from
     for q in questions:
         _label_row(q, by_origin, state)
