@@ -15,7 +15,7 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import Field, model_validator
 
-from ragbench.chunking.headings import heading_path_at, markdown_headings
+from ragbench.chunking.headings import heading_path_at, markdown_headings, trail_after_title
 from ragbench.core.hashing import stable_hash
 from ragbench.core.registry import Registry
 from ragbench.core.schemas import CHUNK_SCHEMA, frame_from_rows
@@ -25,6 +25,9 @@ from ragbench.data.dataset import Dataset
 Span = tuple[int, int]
 PrefixMode = Literal["none", "title", "breadcrumb"]
 DEFAULT_TOKENIZER = "all-MiniLM-L6-v2"
+#: behaviour version of each contextual prefix (1 when absent); breadcrumb 2: a first heading equal to the title is
+#: left out of the trail
+PREFIX_VERSIONS: dict[str, int] = {"breadcrumb": 2}
 
 
 class ChunkerSpec(Spec):
@@ -36,6 +39,13 @@ class ChunkerSpec(Spec):
     prefix: PrefixMode = Field(
         "title", description="text prepended to each chunk for embedding and BM25 (offsets unchanged): none, the "
         "document title, or title plus heading breadcrumb")
+
+    @property
+    def behaviour_version(self) -> int:
+        """The class's version plus that of the contextual prefix in use beyond its first (:data:`PREFIX_VERSIONS`):
+        a change to the prefix re-evaluates the chunkers that write it and no other."""
+        return type(self).version + PREFIX_VERSIONS.get(self.prefix, 1) - 1
+
     def spans(self, text: str) -> list[Span]:
         """The ``[start, end)`` spans of one document's chunks, in document order."""
         raise NotImplementedError
@@ -133,7 +143,9 @@ def spans_for(spec: ChunkerSpec, text: str) -> list[Span]:
 # ---------------------------------------------------------------- the stage
 def contextual_prefix(prefix: PrefixMode, title: str, breadcrumb: list[str]) -> str:
     """What goes before a chunk's text for embedding and BM25. ``title``: ``"{title} "`` (the BEIR/MTEB convention
-    for title + body); ``breadcrumb``: ``"{title} > {h1} > {h2}\\n"``; ``none`` (or nothing to say): ``""``."""
+    for title + body); ``breadcrumb``: ``"{title} > {h1} > {h2}\\n"``, a first heading equal to the title left out
+    (:func:`~ragbench.chunking.headings.trail_after_title`); ``none`` (or nothing to say): ``""``."""
+    breadcrumb = trail_after_title(title, breadcrumb)
     if prefix == "none" or (not title and not breadcrumb):
         return ""
     if prefix == "title":

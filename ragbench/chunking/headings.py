@@ -1,5 +1,7 @@
 """Markdown heading structure: ATX headings outside code fences, and the breadcrumb in force at an offset. Used by
-the markdown chunker, the ``breadcrumb`` prefix of every chunker, and small-to-big parents."""
+the markdown chunker, the ``breadcrumb`` prefix of every chunker, and small-to-big parents. A breadcrumb never
+repeats the document's title (:func:`trail_after_title`): a page whose first heading is its title (every converted
+HTML page) would otherwise say it twice in every chunk."""
 
 from __future__ import annotations
 
@@ -25,3 +27,15 @@ def heading_path_at(headings: list[tuple[int, int, str]], offset: int) -> list[s
             stack.pop()
         stack.append((level, title))
     return [t for _, t in stack]
+
+
+def _same_heading(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def trail_after_title(title: str, breadcrumb: list[str]) -> list[str]:
+    """``breadcrumb`` without its first heading when that heading is ``title`` (spacing and case aside): the title
+    is said once, by the prefix, not again by the trail."""
+    if breadcrumb and title and _same_heading(breadcrumb[0], title):
+        return breadcrumb[1:]
+    return breadcrumb

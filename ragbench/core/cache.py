@@ -141,13 +141,13 @@ class ChunkCache:
     @staticmethod
     def key(dataset_fingerprint: str, chunker_spec: dict | Spec) -> str:
         """The chunk table's key: the hash of the dataset fingerprint and the chunker's canonical spec, plus the
-        chunker class's :attr:`~ragbench.core.spec.Spec.version` when a spec (not its dict) is given and that
+        chunker's :attr:`~ragbench.core.spec.Spec.behaviour_version` when a spec (not its dict) is given and that
         version is above 1 (so keys of version-1 chunkers are those made before versions existed)."""
         if not isinstance(chunker_spec, Spec):
             return stable_hash({"dataset": dataset_fingerprint, "chunker": chunker_spec})
         keyed = {"dataset": dataset_fingerprint, "chunker": chunker_spec.canonical()}
-        if type(chunker_spec).version > 1:
-            keyed["chunker_version"] = type(chunker_spec).version
+        if chunker_spec.behaviour_version > 1:
+            keyed["chunker_version"] = chunker_spec.behaviour_version
         return stable_hash(keyed)
 
     def entries(self, key: str | None = None) -> list[Path]:

@@ -36,6 +36,12 @@ class Spec(BaseModel):
                 del data[f]
         return data
 
+    @property
+    def behaviour_version(self) -> int:
+        """The version this instance's output is made with: the class's :attr:`version` (a class whose output also
+        depends on a field, such as a chunker's contextual prefix, adds that part's version)."""
+        return type(self).version
+
     def canonical(self) -> dict[str, Any]:
         """The spec as a plain dict without its display name: what identifies it."""
         return self.model_dump(mode="json", exclude={"name"})
@@ -46,6 +52,7 @@ class Spec(BaseModel):
 
 
 def versions_above_one(components: dict[str, "Spec | None"]) -> dict[str, int]:
-    """``label -> version`` of the ``components`` whose class version is above 1 (None entries skipped): what a
-    key folds in, empty while every version is 1 (so the key is the one made before versions existed)."""
-    return {label: type(c).version for label, c in components.items() if c is not None and type(c).version > 1}
+    """``label -> version`` of the ``components`` whose :attr:`Spec.behaviour_version` is above 1 (None entries
+    skipped): what a key folds in, empty while every version is 1 (so the key is the one made before versions
+    existed)."""
+    return {label: c.behaviour_version for label, c in components.items() if c is not None and c.behaviour_version > 1}

@@ -32,7 +32,7 @@ def collection_for(dataset_fingerprint: str, chunker, embedder: EmbedderSpec, in
                    sparse: bool = False) -> str:
     """The name of the collection holding ``chunker``'s chunks of the dataset under ``embedder`` (``sparse``: the
     one that also holds Qdrant's BM25 sparse vectors, for ``engine: qdrant`` hybrids)."""
-    version = type(chunker).version  # a new chunker version cuts new chunks: a new collection (none while 1)
+    version = chunker.behaviour_version  # a new chunker version cuts new chunks: a new collection (none while 1)
     chunker_id = chunker.spec_id if version == 1 else f"{chunker.spec_id}+v{version}"
     return collection_name(dataset_fingerprint, chunker_id, model_key(embedder), embedder.document_prompt,
                            index_spec, payload=PAYLOAD_VERSION + ("+bm25" if sparse else ""))

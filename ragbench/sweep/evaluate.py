@@ -56,7 +56,7 @@ EVALUATION_VERSION = 4
 def component_versions(run_config: RunConfig) -> dict[str, int]:
     """``component -> version`` of every versioned part of ``run_config``: ``chunker <kind>``, ``embedder``,
     ``retriever <kind>``, ``rerank <kind>``, ``rewrite <kind>`` (parts the config lacks are left out)."""
-    return {label: type(part).version for label, part in _components(run_config).items()}
+    return {label: part.behaviour_version for label, part in _components(run_config).items()}
 
 
 def _components(run_config: RunConfig) -> dict[str, Spec]:
