@@ -177,3 +177,22 @@ def test_mlflow_http_retries_are_bounded_through_the_settings(monkeypatch):
     assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 2 and MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 60
     Settings.from_env({"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}).apply()
     assert MLFLOW_HTTP_REQUEST_MAX_RETRIES.get() == 0 and MLFLOW_HTTP_REQUEST_TIMEOUT.get() == 5
+
+
+@pytest.mark.parametrize("kind", ["http", "postgresql"])
+def test_unreachable_mlflow_only_warns_in_the_preflight(tmp_path, home, kind, ragbench_log):
+    from ragbench.config import load_config
+    from ragbench.core.settings import Settings
+    from ragbench.sweep import preflight
+
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}" if kind == "http" else f"postgresql://mlflow@127.0.0.1:{port}/mlflow"
+    cfg = load_config(write_config(tmp_path / "m.yaml", SWEEP.format(demo=DEMO, rewrite="", extra="")
+                                   .replace("output: {mlflow: false}\n", "")))
+    t0 = time.monotonic()
+    preflight(cfg, Settings(home=home, mlflow_tracking_uri=uri))  # results still go to DuckDB: no error
+    assert time.monotonic() - t0 < QUICK
+    what = "MLflow tracking server" if kind == "http" else "MLflow database (PostgreSQL)"
+    shown = uri if kind == "http" else f"postgresql://***@127.0.0.1:{port}/mlflow"  # a user name is masked too
+    said = [m for m in ragbench_log if f"the {what} {shown} does not answer: connection refused" in m]
+    assert len(said) == 1 and "sync-mlflow" in said[0], ragbench_log

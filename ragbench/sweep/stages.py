@@ -52,6 +52,7 @@ def preflight(cfg: SweepConfig, settings: Settings, dask_address: str | None = N
 
 
 _REWRITE_NAMES = {"hyde": "HyDE", "multi_query": "multi-query"}
+_WARNED: set[str] = set()  # MLflow URIs already said to be unreachable in this process
 
 
 def _llm_endpoint(cfg: SweepConfig):
@@ -90,7 +91,9 @@ def check_servers(cfg: SweepConfig, settings: Settings, dask_address: str | None
         try:
             check_tracking_server(settings.mlflow_tracking_uri)
         except ServerUnreachable as e:
-            log.warning("%s; results go to DuckDB only — run `ragbench sync-mlflow` later", e)
+            if settings.mlflow_tracking_uri not in _WARNED:  # the CLI and run_sweep both run the preflight
+                _WARNED.add(settings.mlflow_tracking_uri)
+                log.warning("%s; results go to DuckDB only — run `ragbench sync-mlflow` later", e)
 
 
 def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.DataFrame:
