@@ -196,3 +196,13 @@ def test_unreachable_mlflow_only_warns_in_the_preflight(tmp_path, home, kind, ra
     shown = uri if kind == "http" else f"postgresql://***@127.0.0.1:{port}/mlflow"  # a user name is masked too
     said = [m for m in ragbench_log if f"the {what} {shown} does not answer: connection refused" in m]
     assert len(said) == 1 and "sync-mlflow" in said[0], ragbench_log
+
+
+def test_an_address_without_a_scheme_is_checked_as_host_and_port():
+    with socket.socket() as listener:  # as Dask and Qdrant clients accept it: host:port
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        check_server(f"127.0.0.1:{listener.getsockname()[1]}", "Dask scheduler")
+    dead = f"127.0.0.1:{free_port()}"
+    with pytest.raises(ServerUnreachable, match=f"the Dask scheduler {dead} does not answer: connection refused"):
+        check_server(dead, "Dask scheduler")

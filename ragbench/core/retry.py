@@ -65,7 +65,8 @@ def _reason(exc: BaseException, timeout: float) -> str:
 
 
 def _address(url: str) -> tuple[str, int]:
-    parts = urllib.parse.urlsplit(url)
+    # host:port without a scheme is how Qdrant and Dask clients also accept an address
+    parts = urllib.parse.urlsplit(url if "://" in url else f"tcp://{url}")
     scheme = parts.scheme.split("+")[0].lower()  # postgresql+psycopg2 -> postgresql
     try:
         port = parts.port
