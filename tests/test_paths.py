@@ -131,6 +131,26 @@ def test_a_stored_sweep_id_that_climbs_out_stays_inside_where_a_path_is_built(tm
     assert home_path(home, "reports", "demo-20260101T000000-abcdef") == home / "reports" / "demo-20260101T000000-abcdef"
 
 
+def test_collection_and_fine_tuned_model_names_stay_inside_their_folders(tmp_path):
+    from ragbench.core.errors import ModelError
+    from ragbench.core.models import configure_model_store, resolve_model
+    from ragbench.index.qdrant import EdgeIndex
+
+    index = EdgeIndex(tmp_path / "home")
+    assert index._folder("rb_0123abcd") == tmp_path / "home" / "qdrant-edge" / "rb_0123abcd"
+    with pytest.raises(PathEscapeError, match="collection"):
+        index.meta("../../../escape")
+    (tmp_path / "escape-model").mkdir()  # a folder a climbing name would reach from the models folder
+    (tmp_path / "home" / "models").mkdir(parents=True)
+    configure_model_store(tmp_path / "home" / "models")
+    try:
+        with pytest.raises(ModelError, match="outside"):
+            resolve_model("finetuned:../../escape-model")
+    finally:
+        configure_model_store(None)
+        resolve_model.cache_clear()
+
+
 # ---------------------------------------------------------------- precedence
 def _cfg(output: dict) -> SweepConfig:
     return SweepConfig.model_validate({"name": "p", "dataset": {"path": str(DEMO)}, "chunkers": [{"kind": "whole"}],

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import file_sha256, stable_hash
-from ragbench.core.paths import within
+from ragbench.core.paths import PathEscapeError, within
 from ragbench.core.settings import hub_downloads_allowed
 
 if TYPE_CHECKING:
@@ -136,8 +136,11 @@ def resolve_model(name: str) -> ResolvedModel:
             raise ModelError(f"model {name!r} needs its package installed: {e}") from None
         return ResolvedModel(canonical, model_id, path, kind, _weights_revision(path))
     if name.startswith(FINETUNED_PREFIX):
-        folder = (within(_model_store, name[len(FINETUNED_PREFIX):], what=f"fine-tuned model {name!r}")
-                  if _model_store is not None else None)
+        try:
+            folder = (within(_model_store, name[len(FINETUNED_PREFIX):], what=f"fine-tuned model {name!r}")
+                      if _model_store is not None else None)
+        except PathEscapeError as e:  # a model error like any other unknown name
+            raise ModelError(str(e)) from None
         if folder is None or not folder.is_dir():
             raise ModelError(f"fine-tuned model {name!r} is not in {_model_store or 'the home (no models folder set)'}"
                              f": run the sweep that fine-tunes it (its embedder's finetune settings) first")
