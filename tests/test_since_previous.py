@@ -188,3 +188,65 @@ def test_diff_command_and_html_report_show_both_sections(nights):
     text = CliRunner().invoke(app, ["report", "latest", "--no-mlflow", "--out", str(home.parent / "r2"), "--home",
                                     str(home)], terminal_width=200).stdout
     assert "Since the previous sweep" in text and "Against production" in text
+
+
+# ---------------------------------------------------------------- the other paths, on a hand-made store (no sweep)
+def _write(store: ResultStore, sweep_id: str, fp: str, configs: dict[str, list[float]]) -> None:
+    import polars as pl
+
+    from ragbench.results.outcomes import ConfigResult
+
+    store.begin_sweep(sweep_id, "hand", "h", {"metrics": {"primary": "ndcg@10"}}, "hand-made", fp)
+    for cid, values in configs.items():
+        rows = [(f"q{i:02d}", "x", m, v) for i, v in enumerate(values) for m in ("ndcg@10", "hit@10")]
+        pq = pl.DataFrame(rows, schema={"query_id": pl.String, "query_class": pl.String, "measure": pl.String,
+                                        "value": pl.Float64}, orient="row")
+        run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
+        store.write_config(sweep_id, ConfigResult(cid, f"cfg {cid[0]}", {"chunker": {"kind": "whole"}}, fp,
+                                                  measures=pq, rankings=run, n_queries=len(values), n_unlabelled=0,
+                                                  ms_per_query=1.0))
+    store.finish_sweep(sweep_id, "finished")
+
+
+def _live(store: ResultStore, config_id: str, sweep_id: str, fp: str) -> None:
+    from datetime import datetime, timezone
+
+    from ragbench.results.store_promotions import Promotion
+
+    store.record_promotion(Promotion(
+        promoted_at=datetime.now(timezone.utc), sweep_id=sweep_id, config_id=config_id, name=f"cfg {config_id[0]}",
+        spec={"chunker": {"kind": "whole"}}, dataset_fingerprint=fp, primary_measure="ndcg_at_10", primary_value=0.1,
+        p_value=None, forced=False, reason=None, who="ana", mlflow_model_version="1", collection=None, active=True,
+        evidence="e"))
+
+
+def test_no_predecessor_nothing_live_other_fingerprint_and_a_promotable_best(tmp_path):
+    from ragbench.reporting.model import build_report
+    from ragbench.reporting.render_json import report_json
+
+    store = ResultStore(tmp_path / "results.duckdb")
+    strong, weak = "s" * 16, "w" * 16
+    _write(store, "night1", "fp0", {weak: [0.0] * 20})
+
+    def section(sweep_id):
+        return json.loads(report_json(build_report(store, sweep_id, n_resamples=2_000)).splitlines()[0])
+
+    first = section("night1")
+    assert first["since_previous"] is None and "no previous finished sweep named 'hand'" in \
+        first["since_previous_reason"]
+    assert first["vs_production"] is None and "nothing is in production" in first["vs_production_reason"]
+    _live(store, weak, "night1", "fpX")
+    assert "no promotion is live on dataset fp0" in section("night1")["vs_production_reason"]
+    _live(store, weak, "night1", "fp0")
+    _write(store, "night2", "fp0", {weak: [0.0] * 20, strong: [1.0] * 18 + [0.0] * 2})
+    row = section("night2")
+    vs = row["vs_production"]
+    assert vs["best"]["config_id"] == strong and vs["production"]["config_id"] == weak
+    assert (vs["mean_diff"], vs["n"], vs["wins"], vs["ties"], vs["losses"]) == (pytest.approx(0.9), 20, 18, 2, 0)
+    assert vs["gate_allows"] and vs["command"] == f"ragbench promote night2 {strong}"
+    assert vs["p_value"] == pytest.approx(2 / 2 ** 18)  # exact sign flips: 18 nonzero differences, all positive
+    since = row["since_previous"]
+    assert since["previous_sweep_id"] == "night1" and [c["config_id"] for c in since["added"]] == [strong]
+    assert since["winner"]["same"] is False and since["winner"]["change"] == pytest.approx(0.9)
+    assert [f["query_id"] for f in since["flips"] if f["direction"] == "gained"] == [f"q{i:02d}" for i in range(18)]
+    assert all(f["text"] is None for f in since["flips"])  # no dataset at hand: listed by id
