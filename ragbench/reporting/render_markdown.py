@@ -47,21 +47,24 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
               f"_{legend(report)}_"]
     if report.costs is not None:
         parts += ["", *cost_markdown(report.costs, report.primary)]
-    parts += ["", *sections_markdown(report)]
+    parts += ["", *sections_markdown(report, limit)]
     return "\n".join(parts)
 
 
-def sections_markdown(report: SweepReport) -> list[str]:
-    """The sections "Since the previous sweep" (sentences and the shared configs' changes) and "Against
-    production", as markdown lines."""
+def sections_markdown(report: SweepReport, limit: int | None = None) -> list[str]:
+    """The sections "Since the previous sweep" (sentences and the shared configs' changes, the first ``limit``
+    when given) and "Against production", as markdown lines."""
     out = ["### Since the previous sweep", ""]
     s = report.since_previous
     if s is None:
         out.append(f"No previous sweep to compare with: {report.since_note}.")
     else:
         out += [line for text in since_lines(s) for line in (text, "")]
-        if s.changes:
-            out.append(to_markdown(change_columns(report.primary), change_rows(s)))
+        rows = change_rows(s)
+        if rows:
+            out.append(to_markdown(change_columns(report.primary), rows if limit is None else rows[:limit]))
+        if limit is not None and len(rows) > limit:
+            out.append(f"\n… {len(rows) - limit} more configs in the HTML report.")
     return out + ["", "### Against production", "",
                   (report.production_note or "not compared") + ("" if report.vs_production else ".")]
 

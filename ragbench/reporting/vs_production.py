@@ -89,7 +89,7 @@ def vs_production(store: ResultStore, sweep_id: str, best: ConfigRef, primary: s
     try:
         decision = check_promotion_gate(store, sweep_id, best.config_id, primary=primary, alpha=stats.alpha)
         allowed, gate = decision.allowed, decision.evidence
-    except RagbenchError as e:  # PromotionRefused included: the refusal is the answer
+    except (RagbenchError, ValueError) as e:  # PromotionRefused included: the refusal is the answer
         allowed, gate = False, str(e)
     from ragbench.config.labels import ConfigLabels
 
