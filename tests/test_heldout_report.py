@@ -124,6 +124,7 @@ def test_promote_gates_on_the_held_out_queries_when_the_sweep_has_them(tmp_path)
     _write(store, "s1", "lucky", [0.9] * 28, [0.5] * 6 + [0.7] * 6)
     # and the reverse: no better on tuning, better on every held-out query
     _write(store, "s1", "sound", [0.3] * 28, [0.9] * 12)
+    store.finish_sweep("s1", "finished")  # promote refuses a config of an unfinished sweep
     _production(store, "s1", "prod")
 
     lucky = check_promotion_gate(store, "s1", "lucky")
