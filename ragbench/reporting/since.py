@@ -175,18 +175,13 @@ class SincePrevious:
 def predecessor(store: ResultStore, sweep_id: str) -> str | None:
     """The previous finished sweep (status in ``FINAL_STATUSES``) of the same name on the same dataset fingerprint,
     started before ``sweep_id``; None when there is none."""
-    rows = store.query(
-        "SELECT p.sweep_id FROM sweeps p JOIN sweeps s ON p.name = s.name AND p.dataset_fingerprint = "
-        "s.dataset_fingerprint WHERE s.sweep_id = ? AND p.sweep_id <> s.sweep_id AND p.started_at < s.started_at "
-        "AND list_contains(?, p.status) ORDER BY p.started_at DESC LIMIT 1", [sweep_id, list(FINAL_STATUSES)])
-    return rows["sweep_id"][0] if rows.height else None
+    return store.previous_sweep(sweep_id, tuple(FINAL_STATUSES))
 
 
 def _refs(store: ResultStore, sweep_id: str, primary: str) -> dict[str, ConfigRef]:
     """Every finished config of the sweep with its label and its mean of ``primary`` (NaN values excluded)."""
     board = store.leaderboard(sweep_id).filter(pl.col("status") == "finished")
-    means = dict(store.query("SELECT config_id, avg(value) FILTER (WHERE NOT isnan(value)) AS m FROM query_metrics "
-                             "WHERE sweep_id = ? AND measure = ? GROUP BY config_id", [sweep_id, primary]).iter_rows())
+    means = store.measure_means(sweep_id, primary)
     return {cid: ConfigRef(cid, name, ConfigLabels.from_stored(json.loads(spec or "{}"), name).text, means.get(cid))
             for cid, name, spec in board.select("config_id", "name", "spec_json").iter_rows()}
 

@@ -144,6 +144,15 @@ class ResultStore(PromotionsTable, StoreConnection):
                 "s.started_at DESC LIMIT 1", [config_id, dataset_fingerprint, prefer]).fetchall()
         return rows[0][0] if rows else None
 
+    def previous_sweep(self, sweep_id: str, statuses: tuple[str, ...]) -> str | None:
+        """The newest sweep of the same name on the same dataset fingerprint as ``sweep_id``, started before it,
+        whose status is one of ``statuses``; None when there is none."""
+        rows = self.query(
+            "SELECT p.sweep_id FROM sweeps p JOIN sweeps s ON p.name = s.name AND p.dataset_fingerprint = "
+            "s.dataset_fingerprint WHERE s.sweep_id = ? AND p.sweep_id <> s.sweep_id AND p.started_at < s.started_at "
+            "AND list_contains(?, p.status) ORDER BY p.started_at DESC LIMIT 1", [sweep_id, list(statuses)])
+        return rows["sweep_id"][0] if rows.height else None
+
     # ---------------------------------------------------------------- configs
     def finished_configs(self, sweep_id: str) -> set[str]:
         """Ids of the sweep's configs that finished (a resumed sweep skips them)."""
@@ -317,6 +326,19 @@ class ResultStore(PromotionsTable, StoreConnection):
         for c, m, v in stats.iter_rows():
             by_cfg.setdefault(c, {})[f"chunkstat_{m}"] = v
         return {c: (by_cfg.get(c, {}), q or 0, u or 0) for c, q, u in counts.iter_rows()}
+
+    def measure_means(self, sweep_id: str, measure: str) -> dict[str, float]:
+        """``config_id -> mean`` of ``measure`` over the sweep's per-query values, NaN (unlabelled) excluded."""
+        rows = self.query("SELECT config_id, avg(value) FILTER (WHERE NOT isnan(value)) AS m FROM query_metrics "
+                          "WHERE sweep_id = ? AND measure = ? GROUP BY config_id", [sweep_id, measure])
+        return dict(rows.iter_rows())
+
+    def without_evidence(self, sweep_id: str, config_id: str) -> int | None:
+        """The config's count of queries without evidence (the span family's unlabelled count; None: no span
+        measure was computed)."""
+        rows = self.query("SELECT n_without_evidence FROM configs WHERE sweep_id = ? AND config_id = ?",
+                          [sweep_id, config_id])
+        return rows["n_without_evidence"][0] if rows.height else None
 
     def query(self, sql: str, params: list | None = None) -> pl.DataFrame:
         """Run SQL read-only and return a polars DataFrame.

@@ -46,8 +46,7 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
             if cstatus == "failed":
                 run_id = tracker.log_config_failure(run, error)
             else:
-                evidence = store.query("SELECT n_without_evidence FROM configs WHERE sweep_id = ? AND config_id = ?",
-                                       [sid, config_id])["n_without_evidence"][0]
+                evidence = store.without_evidence(sid, config_id)
                 metrics = {**store.config_means(sid, config_id), **evidence_metric(evidence)}
                 stats = dict(store.chunk_stats(sid, config_id).select("stat", "value").iter_rows())
                 per_query = store.query_metrics(sid, config_id)

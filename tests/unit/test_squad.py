@@ -9,12 +9,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from conftest import FIXTURES
+
 from ragbench.config import DatasetSpec
 from ragbench.core.errors import DatasetError
 from ragbench.data import load_dataset
 from ragbench.data.squad import load_squad, parse_squad, read_squad_json, title_slug
 
-FIXTURE = Path(__file__).parent / "fixtures" / "squad_small.json"
+FIXTURE = FIXTURES / "squad_small.json"
 RAW = read_squad_json(FIXTURE)
 
 

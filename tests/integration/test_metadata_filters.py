@@ -26,7 +26,7 @@ from ragbench.index.filters import (
 )
 from ragbench.index.qdrant import ClientIndex, CollectionMeta, EdgeIndex
 from ragbench.retrieval import RUN_SCHEMA, BM25Index, run_from_hits
-from tests.conftest import DEMO
+from conftest import DEMO
 
 EMB = EmbedderSpec(model="static-retrieval-m2v")
 

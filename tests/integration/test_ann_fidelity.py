@@ -14,7 +14,7 @@ from ragbench.data import load_dataset
 from ragbench.embedding.embed import embed_texts, model_key
 from ragbench.evaluation.ann import EfSweep, ann_fidelity, format_table, recall_vs_exact
 from ragbench.index.qdrant import CollectionMeta, EdgeIndex
-from tests.conftest import DEMO
+from conftest import DEMO
 
 EMB = EmbedderSpec(model="static-retrieval-m2v")
 

@@ -16,7 +16,9 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ragbench"
+from conftest import ROOT
+
+PACKAGE = ROOT / "ragbench"
 #: the results store: store.py (sweeps, configs, results) and its schema, connection and promotions modules
 OWNERS = {PACKAGE / "results" / f"{name}.py"
           for name in ("store", "store_schema", "store_connection", "store_promotions")}

@@ -1,4 +1,4 @@
-"""Comparable document depth across chunkers (issue 16 part 3).
+"""Comparable document depth across chunkers.
 
 A run of N chunks names fewer than N documents when documents have several chunks in it, so a document measure at
 cutoff k is only comparable between configs whose runs named at least k documents per query. ``documents: k`` on a
@@ -136,7 +136,7 @@ def test_a_cutoff_a_config_did_not_reach_is_refused_everywhere(depth_sweep):
 @requires_scifact()
 @pytest.mark.slow
 def test_scifact_fixed_128_bm25_recall_at_100_is_on_100_documents(tmp_path, settings):
-    """The issue's case: fixed 128-token chunks with BM25 at depth 100 name ~63 documents per query; with
+    """SciFact, fixed 128-token chunks with BM25 at depth 100 name ~63 documents per query; with
     ``documents: 100`` every query is judged on 100 distinct documents."""
     cfg = write_config(tmp_path / "scifact.yaml", f"""name: scifact-depth
 dataset: {{path: {SCIFACT}, max_queries: 60}}

@@ -15,7 +15,7 @@ from ragbench.core.schemas import index_texts
 from ragbench.data import load_dataset
 from ragbench.retrieval import RUN_SCHEMA, BM25Index, run_from_hits
 from ragbench.retrieval.rerank import BiEncoderRescorer, CrossEncoderReranker, rerank
-from tests.conftest import DEMO
+from conftest import DEMO
 
 
 @pytest.fixture(scope="module")

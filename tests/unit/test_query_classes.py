@@ -72,7 +72,7 @@ def test_custom_rules_first_match_wins_and_bad_rules_are_named():
 def test_rule_reproduces_the_demo_identifier_class():
     from ragbench.config import DatasetSpec
     from ragbench.data import load_dataset
-    from tests.conftest import DEMO
+    from conftest import DEMO
 
     q = load_dataset(DatasetSpec(path=DEMO, queries="all")).queries
     ruled = assign_classes(q, override=True)

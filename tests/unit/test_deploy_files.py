@@ -12,13 +12,12 @@ import shutil
 import subprocess
 import zoneinfo
 from datetime import datetime, timezone
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PREFECT_FILE = ROOT / "prefect.yaml"
 

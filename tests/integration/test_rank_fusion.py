@@ -130,7 +130,7 @@ def test_library_rrf_agrees_with_qdrant_edge_rrf(tmp_path):
     from ragbench.core.cache import VectorCache
     from ragbench.data import load_dataset
     from ragbench.embedding.embed import embed_texts
-    from tests.conftest import DEMO
+    from conftest import DEMO
 
     ds = load_dataset(DatasetSpec(path=DEMO, queries="all"))
     chunks = chunk_corpus(ds, WholeDocChunker())
