@@ -14,8 +14,8 @@ the entry with that kind's own spec class (errors keep their location, e.g. ``ch
 Each registered class declares the version of its behaviour (``version: ClassVar[int] = 1``, inherited from
 :class:`~ragbench.core.spec.Spec`; a rank measure: ``@rank_measure("name", version=1)``). Bump it when a change
 alters what the component produces: the keys that depend on it change (chunks, a config's evaluation key, one
-measure's stored values) and only those results are computed again. tests/test_golden_values.py fails on a change
-of the demo's values without a bump.
+measure's stored values) and only those results are computed again. tests/integration/test_golden_values.py fails
+on a change of the demo's values without a bump.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: fields added after specs were first hashed: dumped only when set (not at their default), so existing
-    #: specs keep their ids, config ids and sweep spec hashes (tests/test_golden_keys.py)
+    #: specs keep their ids, config ids and sweep spec hashes (tests/integration/test_golden_keys.py)
     dumped_when_set: ClassVar[tuple[str, ...]] = ()
     #: the behaviour version of this component (see the module docstring); inherited, overridden per class
     version: ClassVar[int] = 1

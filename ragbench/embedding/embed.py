@@ -44,7 +44,8 @@ def model_key(spec: EmbedderSpec) -> str:
                          f"first, ragbench.embedding.finetune.resolve_finetuned); refusing to embed with the base model")
     key = resolve_model(spec.model).key
     key = f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
-    # a new embedding-code version makes new vectors (keys of version 1 unchanged: tests/test_golden_keys.py)
+    # a new embedding-code version makes new vectors (keys of version 1 unchanged:
+    # tests/integration/test_golden_keys.py)
     return key if type(spec).version == 1 else f"{key}~v{type(spec).version}"
 
 

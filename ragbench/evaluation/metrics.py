@@ -18,7 +18,7 @@ stores them), and equal scores are broken by document id **descending** (byte or
 column is ignored when it has a ``score`` column. A chunk run is first reduced to documents by
 :func:`ragbench.evaluation.judging.document_run` (a document scores its best chunk). With linear gain every measure
 then equals trec_eval's (``recall_k``, ``P_k``, ``recip_rank`` when ``k`` >= the run's length, ``ndcg_cut_k``,
-``success_k``), checked to 1e-12 by ``tests/test_trec_eval.py``; exponential gain equals trec_eval's ``ndcg_cut``
+``success_k``), checked to 1e-12 by ``tests/unit/test_trec_eval.py``; exponential gain equals trec_eval's ``ndcg_cut``
 on labels mapped to ``2^r - 1``, and ranx's ``ndcg_burges``.
 
 **Unlabelled.** A query is *unlabelled* when no judged document has relevance > 0 (judged only non-relevant, or

@@ -11,7 +11,8 @@ measures carry their own versions (``@rank_measure("ndcg", version=1)``), stored
 (:func:`refresh_measures`), not the whole config.
 
 Behaviour is pinned by golden per-query values of the demo sweep (tests/golden/demo_values.json with the component
-versions they were made with): a value that changes while those versions did not fails tests/test_golden_values.py.
+versions they were made with): a value that changes while those versions did not fails
+tests/integration/test_golden_values.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Golden values of the bundled demo sweep (configs/demo.yaml): read out of a home's results.duckdb, written to
 tests/golden/demo_values.json with the component versions they were made with, and compared by
-tests/test_golden_values.py.
+tests/integration/test_golden_values.py.
 
 What is pinned, per config: every per-query value (``query_metrics``), every config-level mean (``config_metrics``)
 and chunk statistic, and a digest of the rankings (query, rank, chunk id). Wall-clock and on-disk cost measures

@@ -1,7 +1,7 @@
 """Per-component versions. A rank measure's version is stored with each config's results; a warm rerun after one
 measure's version changed recomputes that measure only, from the stored rankings (no chunking, retrieval or
 embedding), and copies everything else. A chunker's or retriever's version is folded into the keys that depend on
-it, and only above 1 (so keys made before versions stay byte-identical: tests/test_golden_keys.py)."""
+it, and only above 1 (so keys made before versions stay byte-identical: tests/integration/test_golden_keys.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Report from a real DuckDB store filled with hand-made per-query values, so every number has a known answer.
 
 The full pipeline (a real sweep, then `ragbench report` and its MLflow artifacts) is exercised end to end in
-tests/test_promotion.py; here the statistics and the HTML are checked against hand-computed expectations.
+tests/integration/test_promotion.py; here the statistics and the HTML are checked against hand-computed expectations.
 """
 
 from __future__ import annotations

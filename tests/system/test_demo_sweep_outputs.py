@@ -1,7 +1,7 @@
 """The morning after a sweep, on the bundled demo (20 configs) swept once through the CLI: what the terminal, the
 README's SQL and MLflow search, MLflow's runs and registry, and the HTML report in a real browser show.
 
-The Prefect side (a real `prefect server`) is in tests/test_schedule.py.
+The Prefect side (a real `prefect server`) is in tests/system/test_prefect_schedule.py.
 """
 
 from __future__ import annotations
