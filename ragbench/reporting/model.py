@@ -31,7 +31,7 @@ from ragbench.data.holdout import heldout_key
 from ragbench.data.labels import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.comparison import Comparison, compare_configs
-from ragbench.reporting.columns import leaderboard_measures, shallow_notes
+from ragbench.reporting.columns import leaderboard_measures
 from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
@@ -383,47 +383,12 @@ def _chunk_stats(store: ResultStore, sweep_id: str, names: dict[str, str]) -> pl
             .select("config_id", "name", "stat", pl.col("value").cast(pl.Float64)))
 
 
-
-
-# ---------------------------------------------------------------- the leaderboard and the verdicts, in words
+# ---------------------------------------------------------------- the one leaderboard
 def mark(row: dict) -> str:
     """Significance mark against the measure's best: ★ best, ≈ tied (not distinguishable), ▼ significantly worse."""
     if row["is_best"]:
         return "★"
     return "▼" if row["worse_than_best"] else "≈"
-
-
-def resolution(comp: Comparison) -> str:
-    """How fine the test's p-values are: comparisons (Holm), resamples per pair or exact enumeration, and the
-    smallest attainable p before and after the correction."""
-    m = comp.n_comparisons
-    if comp.test != "randomization":
-        return f"Holm over {m} comparison(s), α = {comp.alpha:g}"
-    how = "exact sign-flip enumeration" if comp.exact else (
-        f"R = {comp.n_resamples:,} sign flips per pair ({comp.n_exact} of {m} exact)")
-    return (f"Holm over {m} comparison(s), {how}, smallest p = {comp.p_floor:.1e} × {m} = "
-            f"{comp.p_floor_adjusted:.1e} ‹ α = {comp.alpha:g}")
-
-
-def legend(report: SweepReport) -> str:
-    """What the marks and brackets mean, and why a lower mean can be ≈ while a higher one is ▼."""
-    return (f"★ best · ≈ not significantly different from the best · ▼ significantly worse than the best "
-            f"(paired {report.test} test on the same queries, {resolution(report.comparisons[report.primary])}). "
-            f"CI: 95 % bootstrap interval of the mean. The marks come from per-query "
-            f"differences, not from the means: a config whose wins and losses against the best are mixed stays ≈ "
-            f"even below a ▼ one that loses consistently." + "".join(f" {n}" for n in shallow_notes(report.shallow))
-            + "".join(f" {n}" for n in evidence_notes(report)))
-
-
-def evidence_notes(report: SweepReport) -> list[str]:
-    """"Span measures: N scored, M without evidence." from the ``configs`` table's ``n_without_evidence`` (the
-    span family's one unlabelled count, :func:`ragbench.evaluation.spans.without_evidence`); one sentence per
-    distinct count among the finished configs, none without span measures."""
-    if "n_without_evidence" not in report.configs.columns:  # a report table built by hand
-        return []
-    done = report.configs.filter((pl.col("status") == "finished") & pl.col("n_without_evidence").is_not_null())
-    counts = sorted(set(done.select("n_queries", "n_without_evidence").iter_rows()))
-    return [f"Span measures: {q - m} scored, {m} without evidence." for q, m in counts]
 
 
 def _cost_cells(report: SweepReport, config_id: str) -> dict:
@@ -466,28 +431,3 @@ def report_leaderboard(report: SweepReport) -> Leaderboard:
     for c in report.configs.filter(pl.col("status") != "finished").iter_rows(named=True):
         rows.append(LeaderboardRow(None, c["config_id"], c["name"], _labels(c), c["status"], c["error"]))
     return Leaderboard(report.primary, report.measures, tuple(rows), judged=True, winner=report.winner_heldout)
-
-
-def report_rows(report: SweepReport) -> list[dict]:
-    """One dict per config, best first on the primary measure (failed configs last, rank None): ``rank,
-    config_id, name, chunker, model, retriever, status, error``, for every measure ``m``: ``m`` (mean),
-    ``m_ci_low, m_ci_high, m_mark``; ``tied_with_best, worse_than_best, p_vs_best, wins, ties, losses`` (on the
-    primary), ``ms_per_query, queries, unlabelled`` and the cost cells (:func:`report_leaderboard`)."""
-    return report.board.dicts()
-
-
-def vs_best_rows(report: SweepReport) -> list[dict]:
-    """Every other finished config against the best on the primary measure: ``rank, config_id, name, label,
-    mean, mean_diff`` (config − best), ``p_vs_best`` (Holm), ``significant``, ``wins, ties, losses, n``."""
-    comp = report.comparisons[report.primary]
-    rows = []
-    for r in report_rows(report):
-        if r["rank"] is None or r["config_id"] == comp.best:
-            continue
-        pair = comp.pair(r["config_id"], comp.best)
-        rows.append({"rank": r["rank"], "config_id": r["config_id"], "name": r["name"],
-                     "label": report.label_of(r["config_id"]), "chunker": r["chunker"], "model": r["model"],
-                     "retriever": r["retriever"], "mean": r[report.primary], "mean_diff": pair.mean_diff,
-                     "p_vs_best": pair.p_adjusted, "significant": pair.significant, "mark": r[f"{report.primary}_mark"],
-                     "wins": pair.wins, "ties": pair.ties, "losses": pair.losses, "n": pair.n})
-    return rows

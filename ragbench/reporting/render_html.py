@@ -17,7 +17,8 @@ import polars as pl
 
 from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.reporting.cells import fmt
-from ragbench.reporting.model import SweepReport, legend, resolution, vs_best_rows
+from ragbench.reporting.model import SweepReport
+from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
 from ragbench.reporting.since import change_rows, since_lines
 

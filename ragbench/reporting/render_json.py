@@ -10,7 +10,7 @@ from ragbench.results.outcomes import SweepResult
 
 
 def report_json(report: SweepReport) -> str:
-    """The report's rows (:func:`ragbench.reporting.model.report_rows`) plus ``primary`` (``{"measure": key,
+    """The report's rows (:func:`ragbench.reporting.verdicts.report_rows`) plus ``primary`` (``{"measure": key,
     "value": mean}``), ``sweep_id``, whether the sweep finished (``finished, configs_done, configs_total``),
     ``since_previous`` (:meth:`~ragbench.reporting.since.SincePrevious.as_dict`; null with ``since_previous_reason``
     when there is no previous sweep) and ``vs_production`` (:meth:`~ragbench.reporting.vs_production.VsProduction.

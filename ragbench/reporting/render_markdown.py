@@ -14,7 +14,8 @@ import polars as pl
 from ragbench.reporting.cells import display_rows, sweep_columns, value_cell
 from ragbench.reporting.columns import LEADERBOARD_MEASURES
 from ragbench.reporting.leaderboard import sweep_leaderboard
-from ragbench.reporting.model import SweepReport, legend
+from ragbench.reporting.model import SweepReport
+from ragbench.reporting.verdicts import legend
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
 from ragbench.reporting.since import change_columns, change_rows, since_lines
 from ragbench.reporting.tables import Column, markdown_cell, number, to_markdown

@@ -14,7 +14,8 @@ from ragbench.evaluation.comparison import Comparison
 from ragbench.reporting.cells import display_rows, fmt, report_columns, sweep_columns
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, shallow_notes
 from ragbench.reporting.leaderboard import sweep_leaderboard
-from ragbench.reporting.model import SweepReport, legend, resolution, vs_best_rows
+from ragbench.reporting.model import SweepReport
+from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary
 from ragbench.reporting.since import SincePrevious, change_columns, change_rows, since_lines
 from ragbench.reporting.tables import Column, fit_table, number

@@ -13,8 +13,8 @@ comparisons, held-out, cost and the Pareto front, chunk statistics, per-class re
 from __future__ import annotations
 
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures, shallow_notes
-from ragbench.reporting.model import (SweepReport, build_report, legend, per_query_values, report_leaderboard,
-                                      report_rows, resolution, vs_best_rows)
+from ragbench.reporting.model import SweepReport, build_report, per_query_values, report_leaderboard
+from ragbench.reporting.verdicts import legend, report_rows, resolution, vs_best_rows
 from ragbench.reporting.render_csv import report_csv
 from ragbench.reporting.render_html import render_html
 from ragbench.reporting.render_json import report_json
