@@ -273,10 +273,24 @@ def _spec_for(path: Optional[Path], config: Optional[Path], given: dict):
         if path is not None:
             base["path"] = path
     elif path is not None:
-        base = {"path": path, "queries": "all", "format": detect_format(path)}
+        base = {"path": path, "format": detect_format(path)}
+        if base["format"] != "folder":  # a folder keeps its unlabelled questions anyway: one fingerprint with a sweep
+            base["queries"] = "all"
     else:
         raise RagbenchError("give a dataset PATH or --config FILE")
+    if given.get("questions") is not None:  # a path on the command line is relative to the working directory
+        given["questions"] = _questions_from_cwd(Path(given["questions"]), Path(base["path"]))
     return DatasetSpec(**{**base, **given})
+
+
+def _questions_from_cwd(given: Path, folder: Path) -> Path:
+    """``--questions`` resolved against the working directory; one found only inside the documents folder (where
+    it was looked up before) is an error naming the path to give."""
+    resolved = given.expanduser().resolve()
+    if not resolved.exists() and not given.is_absolute() and (folder / given).exists():
+        raise RagbenchError(f"--questions {given}: no such file here (paths on the command line are relative to the "
+                            f"working directory); give {folder / given}")
+    return resolved
 
 
 _INCLUDE = typer.Option(help="folder datasets: glob of files to read (repeat it); default every file")

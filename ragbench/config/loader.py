@@ -112,8 +112,55 @@ def _semantic_errors(cfg: SweepConfig, root: yaml.Node, path: Path) -> list[str]
     return errors
 
 
+def _is_path_like(value: str) -> bool:
+    """A model named by a file or folder (``./my-model``, ``../models/x``, ``~/m``, ``/abs``, ``x.gguf``), not a
+    packaged or hub name such as ``all-MiniLM-L6-v2`` or ``BAAI/bge-small-en-v1.5``."""
+    return value.startswith(("./", "../", "~", "/")) or value.endswith(".gguf")
+
+
+def _against(sweep_file: Path, value: object) -> str:
+    p = Path(os.path.expandvars(str(value))).expanduser()
+    return str(p if p.is_absolute() else (sweep_file.parent / p).resolve())
+
+
+def _resolve_paths(raw: dict, sweep_file: Path, root: yaml.Node | None) -> None:
+    """Every path in a sweep file, resolved against the file (not the working directory, not the documents
+    folder): ``dataset.path``, ``dataset.questions``, ``output.home`` and every ``model`` given as a path
+    (:func:`_is_path_like`). A ``questions`` file found only inside the documents folder (where it was looked up
+    before paths followed the sweep file) is an error that names the path to write."""
+    ds = raw.get("dataset")
+    if isinstance(ds, dict):
+        if "path" in ds:
+            ds["path"] = _against(sweep_file, ds["path"])
+        if isinstance(ds.get("questions"), str):
+            given, ds["questions"] = ds["questions"], _against(sweep_file, ds["questions"])
+            in_folder = Path(str(ds.get("path", sweep_file.parent))) / given
+            if not Path(ds["questions"]).exists() and in_folder.exists():
+                line = _yaml_line(root, ("dataset", "questions"))
+                raise ConfigError(f"{sweep_file}:{line}: dataset.questions: {given} is not next to the sweep file "
+                                  f"(paths in a sweep file are relative to it); write "
+                                  f"{os.path.relpath(in_folder, sweep_file.parent)}")
+    out = raw.get("output")
+    if isinstance(out, dict) and isinstance(out.get("home"), str):
+        out["home"] = _against(sweep_file, out["home"])
+
+    def models(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "model" and isinstance(value, str) and _is_path_like(value):
+                    node[key] = _against(sweep_file, value)
+                else:
+                    models(value)
+        elif isinstance(node, list):
+            for item in node:
+                models(item)
+
+    models({k: v for k, v in raw.items() if k != "dataset"})
+
+
 def load_config(path: str | os.PathLike) -> SweepConfig:
-    """Read and validate a sweep YAML. Errors name the file and line; dataset paths resolve against the file."""
+    """Read and validate a sweep YAML. Errors name the file and line; every path in it resolves against the file
+    (:func:`_resolve_paths`)."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{path}: is a folder, not a config file; name the sweep YAML inside it")
@@ -130,10 +177,7 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
     raw, root = load_yaml(path, text, ConfigError, aliases="bounded", loader=_StrictLoader)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}:1: expected a mapping at the top level")
-    ds = raw.get("dataset")
-    if isinstance(ds, dict) and "path" in ds:
-        p = Path(os.path.expandvars(str(ds["path"])))
-        ds["path"] = str(p if p.is_absolute() else (path.parent / p).resolve())
+    _resolve_paths(raw, path, root)
     try:
         cfg = SweepConfig.model_validate(raw)
     except ValidationError as e:

@@ -418,7 +418,9 @@ class FolderDataset(DatasetSpec):
 
     format: Literal["folder"] = "folder"
     questions: Path | None = Field(None, description="folder format: the questions file (CSV, JSONL or YAML), "
-                                   "relative to path; default: questions.csv/.jsonl/.yaml in the folder, if any")
+                                   "relative to path (in a sweep file: to the sweep file; on the command "
+                                   "line: to the working directory); default: questions.csv/.jsonl/.yaml in the "
+                                   "folder, if any")
     include: tuple[str, ...] = Field((), description="folder format: glob patterns of the files to read (a pattern "
                                      "without '/' matches file names, one with '/' the path); default: every file")
     exclude: tuple[str, ...] = Field((), description="folder format: glob patterns of files to leave out (hidden "

@@ -63,7 +63,7 @@ def test_folder_options_from_the_folder_model_keep_their_flags_and_meaning():
     and the common one) load what they loaded before: the fingerprint recorded then, the folder's table, the
     held-out line."""
     folder = ROOT / "datasets" / "demo-folder"
-    res = CliRunner().invoke(app, ["datasets", "validate", str(folder), "--questions", "questions.csv",
+    res = CliRunner().invoke(app, ["datasets", "validate", str(folder), "--questions", str(folder / "questions.csv"),
                                    "--exclude", "*.xyz", "--no-spans", "--holdout", "0.3"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     got = _summary(res)
