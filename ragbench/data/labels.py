@@ -3,9 +3,10 @@
 Each row's ``doc`` paths must name documents of the folder (a skipped one says why it was skipped). Each ``quote``
 is looked for in the ``doc`` documents of its row (every document when the row has none) as
 :mod:`ragbench.data.quotes` finds quotes; it must occur exactly once: a quote found nowhere is an error showing the
-closest passage, a quote found twice an error naming both places (quote more of the sentence). The span is
-``[start, end)`` of the matched text in the document, and its document becomes relevant (with the row's grade) if
-``doc`` did not list it.
+closest passage, a quote found twice an error naming both places (quote more of the sentence). A quote found once
+in each of several documents the row lists is evidence in each of them (twice in one of them stays ambiguous).
+The span is ``[start, end)`` of the matched text in the document, and its document becomes relevant (with the
+row's grade) if ``doc`` did not list it.
 
 A question with no ``doc`` and no ``quote`` is unlabelled: counted, never scored. Every problem of the file is
 reported at once, each with its line (:class:`~ragbench.core.errors.DatasetError`).
@@ -167,8 +168,10 @@ def _row_docs(q: Question, label: str, state: _Labelling) -> list[str] | None:
     return row_docs if ok else None
 
 
-def _quote_span(quote: str, row_docs: list[str], label: str, state: _Labelling) -> tuple[str, int, int] | None:
-    """``(doc_id, start, end)`` of the one place ``quote`` occurs, or None (a problem recorded)."""
+def _quote_span(quote: str, row_docs: list[str], label: str, state: _Labelling) -> list[tuple[str, int, int]] | None:
+    """``(doc_id, start, end)`` of the places ``quote`` labels, or None (a problem recorded): the one place it occurs,
+    or, when the row lists documents, the one place in each listed document it occurs in (evidence in either place;
+    twice in one document is ambiguous)."""
     norm, _ = normalize(quote.strip(QUOTE_MARKS))  # quotation marks around a quote are not part of it
     if not norm:
         state.problems.append(f"{label}: quote {quote!r} is empty once Markdown marks are dropped")
@@ -186,13 +189,15 @@ def _quote_span(quote: str, row_docs: list[str], label: str, state: _Labelling) 
         state.problems.append(f"{label}: quote {snippet(quote, 80)!r} is not in {scope}; "
                               f"{state.corpus.closest(norm, candidates)}")
         return None
-    if len(hits) > 1:
+    per_doc = Counter(d for d, _, _ in hits)
+    # once in each listed document is evidence in each; twice in one document is ambiguous
+    if len(hits) > 1 and (not row_docs or max(per_doc.values()) > 1):
         places = Counter(f"{d} {where_in(state.docs[d], s)}" for d, s, _ in hits)
         shown = "; ".join(p + (f" ({n} times)" if n > 1 else "") for p, n in list(places.items())[:3])
         state.problems.append(f"{label}: quote {snippet(quote, 80)!r} is ambiguous: found {len(hits)} times "
                               f"({shown}{'; ...' if len(places) > 3 else ''}); quote more of the passage")
         return None
-    return hits[0]
+    return hits
 
 
 def _label_row(q: Question, by_origin: bool, state: _Labelling) -> None:
@@ -212,9 +217,7 @@ def _label_row(q: Question, by_origin: bool, state: _Labelling) -> None:
     for d, g in grade_of.items():
         state.judge(qid, d, g)
     for quote in q.quotes:
-        hit = _quote_span(quote, row_docs, label, state)
-        if hit is not None:
-            d, s, e = hit
+        for d, s, e in _quote_span(quote, row_docs, label, state) or ():
             g = grade_of.get(d, default)
             state.judge(qid, d, g)
             state.span_rows.append((qid, d, s, e, max(g, 1), f"{state.path}:{q.line}"))
