@@ -40,6 +40,12 @@ class Settings:
     log_level: str = "INFO"
     #: progress bars (0 hides them)
     progress: bool = True
+    #: seconds between two progress lines of a running stage when output is not a terminal (a log file, a pipe)
+    progress_interval_s: float = 30.0
+    #: a Prefect server's API (none: Prefect's ephemeral mode, no UI)
+    prefect_api_url: str | None = None
+    #: the MLflow UI's URL (``http://mlflow.example:5000``), for links in reports; none: no link
+    mlflow_ui_url: str | None = None
     #: 1 lets unknown model names download from a hub (default: offline)
     allow_download: bool = False
     #: disk reserve kept free by the disk-space guard before embedding and indexing
@@ -82,6 +88,9 @@ class Settings:
             qdrant_api_key=env.get("RAGBENCH_QDRANT_API_KEY") or None,
             log_level=env.get("RAGBENCH_LOG_LEVEL", "INFO"),
             progress=_flag(env.get("RAGBENCH_PROGRESS"), True),
+            progress_interval_s=float(env.get("RAGBENCH_PROGRESS_INTERVAL", 30.0)),
+            mlflow_ui_url=env.get("RAGBENCH_MLFLOW_UI_URL") or None,
+            prefect_api_url=env.get("PREFECT_API_URL") or None,
             allow_download=env.get("RAGBENCH_ALLOW_DOWNLOAD") == "1",
             min_free_bytes=int(env.get("RAGBENCH_MIN_FREE_BYTES", 200 * 1024 * 1024)),
             embed_segment_rows=int(env.get("RAGBENCH_EMBED_SEGMENT_ROWS", 512)),
@@ -147,7 +156,7 @@ class Settings:
         # MLflow's HTTP client reads its retry bound from the environment: a dead server fails in seconds
         os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(self.mlflow_http_retries)
         os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = f"{self.mlflow_http_timeout:g}"
-        progress.configure(level=self.log_level, bars=self.progress)
+        progress.configure(level=self.log_level, bars=self.progress, every=self.progress_interval_s)
         return self
 
 
