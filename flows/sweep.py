@@ -44,6 +44,9 @@ def _retry_transient(task_, task_run, state) -> bool:
     return False
 
 
+#: What each sweep run in this process published (sweep id -> Published): a flow returns only its SweepResult.
+PUBLISHED: dict[str, Published] = {}
+
 #: Worker threads of a sweep's flow. A submitted task holds a thread from the moment it is taken, also while it
 #: waits for its upstream tasks or for the model slot, so there are more threads than cores; what actually
 #: computes is bounded by the library (one neural model at a time: ragbench.sweep.work.MODEL_SLOTS) and
@@ -84,8 +87,11 @@ class PrefectStageRunner:
         except Exception as e:  # the name is a convenience; the sweep goes on
             log.warning("Prefect: could not name the flow run %s: %s", sweep_id, e)
         url = flow_run.ui_url
-        if url:
+        if url and not url.startswith("None"):  # no server, no UI: Prefect builds "None/flow-runs/..."
             console.print(f"Prefect flow run {sweep_id}: {url}", highlight=False)
+        else:
+            console.print(f"Prefect flow run {sweep_id}: ephemeral (no server, no UI; set PREFECT_API_URL to "
+                          "watch runs in a Prefect UI)", highlight=False)
 
 
 class _Stage:
@@ -190,6 +196,7 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
                                                     workers=workers))
         if publish:
             published = publish_sweep(result.sweep_id, sweep_settings(cfg, settings, home), mlflow=cfg.output.mlflow)
+            PUBLISHED[result.sweep_id] = published  # the CLI prints where the report and the MLflow run are
             try:
                 publish_artifacts(published)
             except Exception as e:  # artifacts are a view of results that are safe in DuckDB

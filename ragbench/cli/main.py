@@ -119,7 +119,7 @@ def sweep(
     Re-running an unchanged sweep re-embeds nothing and re-evaluates nothing: a config already evaluated on the same
     data with the same settings and evaluation version reuses its stored results (the log names the sweep they
     came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. While another process
-    holds results.duckdb, finished configs wait in <home>/spool and are merged when it frees. Exit code 1 when any
+    holds results.duckdb, finished configs wait in `<home>/spool` and are merged when it frees. Exit code 1 when any
     config failed or results are left in the spool, 2 on invalid input.
     """
     from ragbench.cli.announce import ANNOUNCED
@@ -129,7 +129,7 @@ def sweep(
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
     from ragbench.core.workers import open_workers
-    from ragbench.reporting.terminal import leaderboard_table, leaderboard_text
+    from ragbench.reporting.terminal import leaderboard_text
     from ragbench.results.store_connection import STORAGE_ERRORS, check_results_file
     from ragbench.sweep import preflight, sweep_settings
 
@@ -148,12 +148,16 @@ def sweep(
             if orchestrator is Orchestrator.prefect:
                 from flows.settings import configure_prefect
 
-                console.print(f"sweep {cfg.name}: {n} configs; Prefect starting (its first start in a home migrates "
-                              "a database: up to a minute)", highlight=False)
+                server = settings.prefect_api_url
+                console.print(f"sweep {cfg.name}: {n} configs; " + (
+                    f"Prefect server {redact(server)}" if server else
+                    "Prefect starting, ephemeral (its first start in a home migrates a database: up to a minute)"),
+                    highlight=False)
                 configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
-                from flows.sweep import sweep_flow
+                from flows.sweep import PUBLISHED, sweep_flow
 
                 result = sweep_flow(str(config), home=str(settings.home), publish=report, fresh=fresh, workers=pool)
+                published = PUBLISHED.pop(result.sweep_id, None)
             else:
                 from ragbench.sweep import publish_sweep, run_sweep
 
@@ -172,17 +176,18 @@ def sweep(
         fail(e)
     except STORAGE_ERRORS as e:  # a full disk, a lost volume: the cause, on one line, not a traceback
         fail(RagbenchError(f"storage error: {str(e).strip().splitlines()[0][:300]}"))
+    from ragbench.cli.sweep_output import closing, published_lines
+
     if fmt is Format.table:
-        stdout.print(leaderboard_table(result, width=stdout.width))
+        closing(result, settings, published)
         db = (result.home / "results.duckdb")
         console.print(f"per-query results: duckdb {db}  (e.g. SELECT * FROM query_metrics WHERE sweep_id = "
                       f"'{result.sweep_id}')", highlight=False)
-        if published and published.html:
-            console.print(f"report: {published.html}", highlight=False)
-        if published and published.mlflow_url:
-            console.print(f"MLflow: {published.mlflow_url}", highlight=False)
     else:
         typer.echo(leaderboard_text(result, fmt.value))
+    if report:
+        for line in published_lines(published, settings, cfg.output.mlflow):
+            console.print(line, highlight=False, soft_wrap=True)
     if result.n_failed:
         raise typer.Exit(1)
 

@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
     def report(
         sweep: SweepArg = "latest",
         out: Annotated[Optional[Path], typer.Option(help="folder for report.html and the PNG plots (default: "
-                                                         "<home>/reports/<sweep id>)")] = None,
+                                                         "`<home>/reports/<sweep id>`)")] = None,
         open_: Annotated[bool, typer.Option("--open", help="open the HTML report in a browser")] = False,
         measure: Annotated[Optional[str], typer.Option(help="primary measure (default: the sweep's)")] = None,
         test: Annotated[Test, typer.Option(help="paired significance test")] = Test.randomization,
@@ -106,8 +106,8 @@ def register(app: typer.Typer) -> None:
         from ragbench.core.measure_keys import measure_key
         from ragbench.core.paths import home_path
         from ragbench.core.progress import console, stdout
-        from ragbench.reporting.render_terminal import sections_rich
-        from ragbench.reporting.report import build_report, leaderboard_rich, report_text, write_html_report
+        from ragbench.reporting.render_terminal import report_rich
+        from ragbench.reporting.report import build_report, report_text, write_html_report
         from ragbench.results.lookup import resolve_sweep_id
 
         try:
@@ -120,8 +120,7 @@ def register(app: typer.Typer) -> None:
         except (RagbenchError, ValueError) as e:
             fail(e)
         if fmt is Format.table:
-            stdout.print(leaderboard_rich(rep, width=stdout.width))
-            for part in sections_rich(rep, width=stdout.width):
+            for part in report_rich(rep, width=stdout.width):  # leaderboard, sections, the verdict box
                 stdout.print(part)
         else:
             typer.echo(report_text(rep, fmt.value))
@@ -199,7 +198,7 @@ def register(app: typer.Typer) -> None:
             e = _explain(store, sweep, config, query_id, deep=deep, settings=settings)
         except (RagbenchError, ValueError) as err:
             fail(err)
-        stdout.print(render_explanation(e, show=show))
+        stdout.print(render_explanation(e, show=show, width=stdout.width))
 
     @app.command()
     def promote(

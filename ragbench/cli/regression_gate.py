@@ -60,18 +60,31 @@ def register(app: typer.Typer) -> None:
             stdout.print(f"gate passed: {result.candidate} is not worse than production", highlight=False,
                          soft_wrap=True)
             return
-        t = Table(title=f"regressed probes ({result.regressed_probes.height})", title_justify="left")
+        probes = failing_first(result.regressed_probes)
+        failing = int(probes["fails"].sum())
+        t = Table(title=f"regressed probes: {failing} fail (passed in production), {probes.height - failing} "
+                        "scored lower", title_justify="left")
         for c in ("query", "text", f"production {result.primary}", f"candidate {result.primary}",
                   f"hit@{result.k} prod → cand"):
             t.add_column(c, overflow="fold")
-        for r in result.regressed_probes.iter_rows(named=True):
+        for r in probes.iter_rows(named=True):
             text = r["text"] if len(r["text"]) <= 70 else r["text"][:67] + "..."
             t.add_row(r["query_id"], text, f"{r['production']:.4f}", f"{r['candidate']:.4f}",
                       f"{'pass' if r['production_hit'] else 'fail'} → {'pass' if r['candidate_hit'] else 'fail'}")
         stdout.print(t)
-        stdout.print("gate failed: regressed " + ", ".join(result.regressed_probes["query_id"].to_list()),
+        stdout.print("gate failed: regressed " + ", ".join(probes["query_id"].to_list()),
                      highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+def failing_first(probes):
+    """The regressed probes with ``fails`` (production had a relevant document in the top k, the candidate has
+    none): those that fail first, then those that only scored lower, each by the largest drop first."""
+    import polars as pl
+
+    return (probes.with_columns((pl.col("production_hit") & ~pl.col("candidate_hit")).alias("fails"),
+                                (pl.col("candidate") - pl.col("production")).alias("_drop"))
+            .sort(["fails", "_drop", "query_id"], descending=[True, False, False]).drop("_drop"))
 
 
 @dataclass(frozen=True)

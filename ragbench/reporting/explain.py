@@ -168,7 +168,7 @@ def _snippet(text: str, n: int = 220) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
-def _chunk_table(title: str, rows: tuple[RankedChunk, ...], spans: bool) -> Table:
+def _chunk_table(title: str, rows: tuple[RankedChunk, ...], spans: bool, width: int = 160) -> Table:
     t = Table(title=title, title_justify="left", show_lines=False, expand=True)
     t.add_column("rank", justify="right", no_wrap=True)
     t.add_column("", no_wrap=True)
@@ -182,14 +182,21 @@ def _chunk_table(title: str, rows: tuple[RankedChunk, ...], spans: bool) -> Tabl
         cells = [str(c.rank), star, f"{c.score:.4f}", f"{c.doc_id}\n[dim]{c.chunk_id}[/dim]"]
         if spans:
             cells.append("–" if c.span_overlap is None else str(c.span_overlap))
-        cells.append(Text(_snippet(c.text)))
+        cells.append(Text(_snippet(c.text, snippet_chars(width, spans))))
         t.add_row(*cells, style="green" if c.relevant else None)
     return t
 
 
-def render_explanation(e: Explanation, show: int = 10) -> Group:
+def snippet_chars(width: int, spans: bool) -> int:
+    """Characters of a chunk's text shown in a table ``width`` columns wide: what fits the text column in two
+    lines (rank, mark, score and doc/chunk take about 50 columns, span chars 13 more), 220 at most."""
+    return max(40, min(220, 2 * (width - 50 - (13 if spans else 0))))
+
+
+def render_explanation(e: Explanation, show: int = 10, width: int = 160) -> Group:
     """A rich renderable: the query, the top ``show`` chunks (★ = relevant), where the first relevant chunk sits in
-    the deep pool, and the near misses that beat it."""
+    the deep pool, and the near misses that beat it; each chunk's text cut to two lines of a ``width``-column
+    table (:func:`snippet_chars`)."""
     head = Text()
     head.append(f"{e.query_id}: ", style="bold")
     head.append(e.query_text)
@@ -205,7 +212,7 @@ def render_explanation(e: Explanation, show: int = 10) -> Group:
 
     has_spans = any(c.span_overlap is not None for c in e.ranked)
     parts.append(_chunk_table(f"top {min(show, len(e.ranked))} of {len(e.ranked)} retrieved chunks "
-                              f"(★ relevant document)", e.ranked[:show], has_spans))
+                              f"(★ relevant document)", e.ranked[:show], has_spans, width))
     r = e.first_relevant_rank
     pool = f"the deep pool of {len(e.ranked)}" + (" (searched again deeper than the stored ranking)"
                                                   if e.searched_deeper else "")
@@ -222,10 +229,10 @@ def render_explanation(e: Explanation, show: int = 10) -> Group:
         parts.append(Text(f"First relevant chunk at rank {r} of {pool}: {first.chunk_id} (score {first.score:.4f}); "
                           f"{len(e.near_misses)} chunk(s) beat it.", style="bold"))
         if r > show:
-            parts.append(_chunk_table("the first relevant chunk", (first,), has_spans))
+            parts.append(_chunk_table("the first relevant chunk", (first,), has_spans, width))
         near = e.near_misses[:show]
         parts.append(_chunk_table(f"near misses: what ranked above it (showing {len(near)} of "
-                                  f"{len(e.near_misses)})", near, has_spans))
+                                  f"{len(e.near_misses)})", near, has_spans, width))
     if e.labelled and e.missing_relevant_docs and r is not None:
         parts.append(Text(f"Relevant documents not retrieved at all: {', '.join(e.missing_relevant_docs)}",
                           style="yellow"))

@@ -16,7 +16,8 @@ from pathlib import Path
 import polars as pl
 
 from ragbench.config.labels import NO_MODEL, ConfigLabels
-from ragbench.reporting.cells import fmt
+from ragbench.reporting.cells import fmt, latency_column
+from ragbench.reporting.headline import build_headline
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
@@ -37,12 +38,17 @@ def _environment():
                               lstrip_blocks=True, keep_trailing_newline=False, undefined=jinja2.StrictUndefined)
 
 
-def render_html(report: SweepReport, plots: dict[str, Path]) -> str:
-    """The report as one self-contained HTML document (no external resource), every table within 1,400 px: the
-    headline, the legend, the leaderboard, each config against the best, plots, per-class results, cost, chunk
-    statistics, since the previous sweep, against production, and every pair behind a ``<details>``."""
+def render_html(report: SweepReport, plots: dict[str, Path], links: list[tuple[str, str]] | None = None) -> str:
+    """The report as one self-contained HTML document (no external resource but ``links``), every table within
+    1,400 px: the headline (:func:`~ragbench.reporting.headline.build_headline`) with ``links`` (``(text,
+    href)``: :func:`report_links`), the legend, the leaderboard, each config against the best, plots, per-class
+    results, cost, chunk statistics, since the previous sweep, against production, and the pairs behind a
+    ``<details>``."""
     env = _environment()
+    headline = build_headline(report)
     return env.get_template("report.html.j2").render(
+        headline=headline, headline_items=headline.items()[1:], links=links or [],
+        latency_header=latency_column(report.board).header,
         r=report, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}", legend=legend(report),
         heldout=_heldout(report), leaderboard=_leaderboard(report), vs_best=_vs_best(report),
@@ -88,7 +94,7 @@ def _heldout(report: SweepReport) -> dict | None:
 
 
 def _leaderboard(report: SweepReport) -> list[dict]:
-    rows = []
+    rows, p50 = [], latency_column(report.board).key == "latency_p50_ms"
     for row in report.board.rows:
         r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": row.error}
         if row.rank is not None:
@@ -98,7 +104,8 @@ def _leaderboard(report: SweepReport) -> list[dict]:
                      cells=[(j.mark, fmt(j.mean), fmt(j.ci_low, 3), fmt(j.ci_high, 3)) if (j := row.judged.get(m))
                             else None for m in report.measures],
                      wtl="—" if mark == "★" else f"{v.wins}/{v.ties}/{v.losses}", p=fmt(v.p_vs_best),
-                     ms=fmt(row.counts[0], 1), queries=row.counts[1], unlabelled=row.counts[2] or 0)
+                     ms=fmt(row.extra["latency_p50_ms"] if p50 else row.counts[0], 1), queries=row.counts[1],
+                     unlabelled=row.counts[2] or 0)
         rows.append(r)
     return rows
 
@@ -119,8 +126,46 @@ def _pairs(report: SweepReport) -> dict:
         rows.append({"a": report.label_of(p.config_a), "b": report.label_of(p.config_b),
                      "diff": f"{p.mean_diff:+.4f}", "p": fmt(p.p_value), "p_adj": fmt(p.p_adjusted),
                      "significant": "yes" if p.significant else "no", "wtl": f"{p.wins}/{p.ties}/{p.losses}"})
+    n = len(comp.configs)
+    if comp.pairs_compared == "vs_best":  # the family tested: each config against the best, not every pair
+        heading = "Each config against the best"
+        summary = (f"The {len(comp.pairs)} pairs with the best on {report.primary} (every one of the "
+                   f"{n * (n - 1) // 2} pairs: `ragbench compare {report.sweep_id} --all`)")
+    else:
+        heading, summary = "Every pair", f"All {len(comp.pairs)} pairs on {report.primary}"
     return {"n": len(comp.pairs), "rows": rows, "best": report.label_of(comp.best), "test": comp.test,
-            "resolution": resolution(comp)}
+            "resolution": resolution(comp), "heading": heading, "summary": summary}
+
+
+def report_links(report: SweepReport, out_dir: Path, reports_root: Path | None,
+                 mlflow_ui_url: str | None) -> list[tuple[str, str]]:
+    """The report's links, ``(text, href)``: the sweep's MLflow parent run and the best config's run under
+    ``mlflow_ui_url`` (MLflow's ``#/runs/<id>`` page; no link without a UI URL rather than a dead one), and the
+    reports of the previous sweep and of the sweep production was promoted from, when they exist under
+    ``reports_root`` (``<home>/reports``), relative to ``out_dir``."""
+    import os
+
+    from ragbench.core.paths import slug
+
+    out: list[tuple[str, str]] = []
+    if mlflow_ui_url:
+        base = mlflow_ui_url.rstrip("/")
+        if report.mlflow_run_id:
+            out.append((f"MLflow: sweep {report.sweep_id}", f"{base}/#/runs/{report.mlflow_run_id}"))
+        best = report.configs.filter(pl.col("config_id") == report.best)
+        if best.height and best["mlflow_run_id"][0]:
+            out.append(("MLflow: the best config's run", f"{base}/#/runs/{best['mlflow_run_id'][0]}"))
+    sweeps = []
+    if report.since_previous is not None:
+        sweeps.append((f"previous report ({report.since_previous.previous_id})", report.since_previous.previous_id))
+    if report.vs_production is not None and report.vs_production.promoted_from != report.sweep_id:
+        v = report.vs_production
+        sweeps.append((f"production's report ({v.promoted_from})", v.promoted_from))
+    for text, sid in sweeps:
+        path = Path(reports_root or "") / slug(sid) / "report.html"
+        if reports_root is not None and path.is_file():
+            out.append((text, Path(os.path.relpath(path, Path(out_dir).resolve())).as_posix()))
+    return out
 
 
 def _per_class(report: SweepReport) -> list[dict]:

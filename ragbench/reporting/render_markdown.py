@@ -13,6 +13,7 @@ import polars as pl
 
 from ragbench.reporting.cells import display_rows, sweep_columns, value_cell
 from ragbench.reporting.columns import LEADERBOARD_MEASURES
+from ragbench.reporting.headline import Headline, build_headline
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend
@@ -37,7 +38,7 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
     cols += [Column(m, f"{m}__cell", numeric=True) for m in report.measures if m != p]
     tied = [report.label_of(c) for c in report.tied_with_best]
     parts = [f"> **Warning:** {report.unfinished}\n"] if report.unfinished else []
-    parts += [f"**{report.headline}**", ""]
+    parts += [*headline_markdown(build_headline(report)), ""]
     parts += [f"> **Warning:** {w}\n" for w in report.dataset_warnings]
     if report.winner_heldout:
         parts += [report.winner_heldout.sentence(), ""]
@@ -50,6 +51,14 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
         parts += ["", *cost_markdown(report.costs, report.primary)]
     parts += ["", *sections_markdown(report, limit)]
     return "\n".join(parts)
+
+
+def headline_markdown(headline: Headline) -> list[str]:
+    """The verdict box as a markdown quote: the verdict in bold, then one item per line (tied set, margin, since
+    the previous sweep, against production, next), each kept on its line."""
+    out = [f"> **{headline.verdict}**", ">"]
+    out += [f"> - **{what}:** {text}" for what, text in headline.items()[1:]]
+    return out
 
 
 def sections_markdown(report: SweepReport, limit: int | None = None) -> list[str]:

@@ -13,6 +13,7 @@ from ragbench.evaluation.metrics import unreached_depth
 from ragbench.evaluation.comparison import Comparison
 from ragbench.reporting.cells import display_rows, fmt, report_columns, sweep_columns
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, shallow_notes
+from ragbench.reporting.headline import Headline, build_headline
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
@@ -29,7 +30,7 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
     return fit_table(report_columns(report.board), rows, width,
                      title=f"sweep {report.sweep_id} · {report.dataset_name} [{report.dataset_fingerprint}]",
                      caption="\n".join([*([f"warning: {report.unfinished}"] if report.unfinished else []),
-                                         report.headline, *([report.winner_heldout.sentence()]
+                                         build_headline(report).verdict, *([report.winner_heldout.sentence()]
                                                             if report.winner_heldout else []),
                                          *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
                                          *cost_summary(report.costs, report.primary)]),
@@ -59,6 +60,30 @@ def sections_rich(report: SweepReport, width: int = 160) -> list:
     note = (report.production_note or "not compared") + ("" if report.vs_production else ".")
     return [*since_rich(report.since_previous, report.since_note, report.primary, width),
             Text("Against production", style="bold"), Text(note)]
+
+
+def headline_rich(headline: Headline, width: int = 160):
+    """The verdict box: the :class:`~ragbench.reporting.headline.Headline` (winner with its CI, the tied set, the
+    margin over the runner-up, since the previous sweep, against production, what to do next) in a panel."""
+    from rich.panel import Panel
+    from rich.table import Table as Grid
+    from rich.text import Text
+
+    grid = Grid.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    for what, text in headline.items():
+        grid.add_row(Text(what), Text(text))
+    return Panel(grid, title=Text(f"verdict · sweep {headline.sweep_id}", style="bold"), title_align="left",
+                 width=min(width, 160), border_style="green")
+
+
+def report_rich(report: SweepReport, width: int = 160) -> list:
+    """What ``report`` prints, and what a sweep prints when it ends: the leaderboard with CIs and marks
+    (:func:`leaderboard_rich`), the sections since the previous sweep and against production
+    (:func:`sections_rich`), then the verdict box (:func:`headline_rich`)."""
+    return [leaderboard_rich(report, width), *sections_rich(report, width),
+            headline_rich(build_headline(report), width)]
 
 
 def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES,
@@ -102,7 +127,8 @@ def vs_best_rich(report: SweepReport, width: int = 160) -> Table:
                            f"({best['mean']:.4f}); paired {comp.test} test, {resolution(comp)}",
                      caption="▼ significantly worse than the best, ≈ not distinguishable from it; p: Holm-adjusted; "
                              "W/T/L: queries where the config beats / ties / loses to the best. Every pair: "
-                             "`ragbench compare --all`." + "".join(f" {n}" for n in shallow_notes(report.shallow)))
+                             "`ragbench compare --all`." + "".join(f" {n}" for n in shallow_notes(report.shallow)),
+                     every_column="--json")
 
 
 def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -> Table:
@@ -126,4 +152,5 @@ def comparison_rich(comp: Comparison, names: dict[str, str], width: int = 160) -
                      title=f"{comp.measure}: paired {comp.test} test, Holm over {len(comp.pairs)} pairs, "
                            f"α={comp.alpha:g}",
                      caption=f"best: {names.get(comp.best, comp.best)}; tied with best: "
-                             f"{', '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}")
+                             f"{'; '.join(names.get(c, c) for c in comp.tied_with_best if c != comp.best) or 'none'}",
+                     every_column="--json")

@@ -63,9 +63,11 @@ def _rich(columns: Sequence[Column], rows: Sequence[dict], title: str | None, ca
 
 
 def fit_table(columns: Sequence[Column], rows: Sequence[dict], width: int, *, title: str | None = None,
-              caption: str | None = None, row_styles: Sequence[str | None] | None = None) -> Table:
+              caption: str | None = None, row_styles: Sequence[str | None] | None = None,
+              every_column: str = "--format markdown|csv|json") -> Table:
     """A rich table of the required columns and the optional ones (in order) that fit ``width`` with every row
-    on one line; the caption says which columns were left out."""
+    on one line; the caption says which columns were left out and the option that shows them (``every_column``:
+    the command's own, e.g. ``--json`` for ``compare``)."""
     styles = list(row_styles) if row_styles is not None else [None] * len(rows)
     probe = Console(width=10_000, file=io.StringIO())
     shown = list(columns)
@@ -77,7 +79,7 @@ def fit_table(columns: Sequence[Column], rows: Sequence[dict], width: int, *, ti
         shown.pop(drop)
     hidden = [c.header for c in columns if c not in shown]
     if hidden:
-        more = f"not shown at {width} columns: {', '.join(hidden)} (--format markdown|csv|json shows every column)"
+        more = f"not shown at {width} columns: {', '.join(hidden)} ({every_column} shows every column)"
         caption = f"{caption}\n{more}" if caption else more
     # too narrow even for the required columns: wrap the text cells rather than cut them
     wrap = probe.measure(_rich(shown, rows, None, None, styles)).maximum > width

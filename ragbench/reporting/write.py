@@ -9,7 +9,7 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.reporting.model import SweepReport, build_report
 from ragbench.reporting.plots import report_plots
-from ragbench.reporting.render_html import render_html
+from ragbench.reporting.render_html import render_html, report_links
 from ragbench.results.store import ResultStore
 
 
@@ -33,7 +33,9 @@ def write_html_report(store: ResultStore, sweep_id: str, out_dir: Path, *, setti
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = report_plots(report, out_dir, store.path.parent / "cache")
     path = out_dir / "report.html"
-    path.write_text(render_html(report, plots), encoding="utf-8")
+    links = report_links(report, out_dir, (store.path.parent / "reports").resolve(),
+                         settings.mlflow_ui_url if settings else None)
+    path.write_text(render_html(report, plots, links), encoding="utf-8")
     if log_to_mlflow:
         log_report_to_mlflow(report, [path, *plots.values()], settings or Settings(home=store.path.parent))
     return path

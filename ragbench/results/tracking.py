@@ -332,10 +332,15 @@ class Tracker:
             self.client.log_batch(run_id, params=items[i:i + 100])
 
 
-def run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str:
-    """The UI address of a run: on the tracking server, or for a local store where ``mlflow ui
-    --backend-store-uri <uri>`` serves it by default (http://127.0.0.1:5000)."""
-    base = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+def run_url(tracking_uri: str, experiment_id: str, run_id: str, ui_url: str | None = None) -> str | None:
+    """The UI address of a run: under ``ui_url`` (``RAGBENCH_MLFLOW_UI_URL``) when set, else on the tracking server;
+    None for a local store without a UI URL (nothing serves it until someone starts ``mlflow ui``)."""
+    if ui_url:
+        base = ui_url.rstrip("/")
+    elif tracking_uri.startswith(("http://", "https://")):
+        base = tracking_uri.rstrip("/")
+    else:
+        return None
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
