@@ -65,13 +65,14 @@ SHOWABLE_PREFIXES = ("chunkstat_", "reach_", "unfiltered_", "ann_recall_vs_exact
 def computed_measures(cfg: SweepConfig) -> set[str]:
     """The per-query measures a sweep computes: ``{measure}@{k}`` for every rank measure and cutoff, and, when
     span metrics are on, ``span_*@k``, ``chunk_{measure}@k`` and ``evidence_recall@{N}tok``."""
+    from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
     from ragbench.evaluation.spans import SPAN_MEASURES
 
     m = cfg.metrics
     names = {f"{name}@{k}" for name in m.measures for k in m.cutoffs}
     if m.spans:
         names |= {f"{name}@{k}" for name in SPAN_MEASURES for k in m.cutoffs}
-        names |= {f"chunk_{name}@{k}" for name in m.measures for k in m.cutoffs}
+        names |= {f"chunk_{name}@{k}" for name in m.measures if name not in COVERAGE_MEASURES for k in m.cutoffs}
         names |= {f"evidence_recall@{b}tok" for b in m.budgets}
     return names
 

@@ -42,12 +42,14 @@ from ragbench.core.measure_keys import measure_key
 from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
 from ragbench.data.holdout import HELDOUT_PREFIX
-from ragbench.evaluation.measures import RANK_MEASURES, Measure
+from ragbench.evaluation.measures import RANK_MEASURES, UNJUDGED, Measure
+from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
 
 
 class MetricsSpec(Spec):
-    measures: tuple[str, ...] = Field(("recall", "precision", "mrr", "ndcg", "hit"), description="registered rank "
-                                      "measures (ragbench.evaluation.measures), each computed at every cutoff")
+    measures: tuple[str, ...] = Field(("recall", "precision", "mrr", "ndcg", "hit", "judged"),
+                                      description="registered rank measures (ragbench.evaluation.measures), each "
+                                      "computed at every cutoff; judged (label coverage) is always added")
     cutoffs: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
     gain: Literal["exponential", "linear"] = "exponential"
     primary: str = "ndcg@10"
@@ -63,6 +65,14 @@ class MetricsSpec(Spec):
         unknown = [m for m in v if m not in RANK_MEASURES]
         if unknown:
             raise ValueError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(sorted(RANK_MEASURES))}")
+        return tuple(v) + tuple(m for m in COVERAGE_MEASURES if m not in v)  # the report needs label coverage
+
+    @field_validator("primary")
+    @classmethod
+    def _quality(cls, v):
+        if v.split("@")[0].split("_at_")[0] in COVERAGE_MEASURES:
+            raise ValueError(f"{v} is label coverage (the share of the top k that is judged), not retrieval "
+                             "quality: it cannot be the primary measure; choose e.g. ndcg@10")
         return v
 
     @field_validator("cutoffs", "budgets")
@@ -103,7 +113,7 @@ def evaluate_per_query(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: li
     for q in query_ids:
         judged = labels.get(q, {})
         n_rel = sum(1 for r in judged.values() if r > 0)
-        gains = np.array([judged.get(d, 0) for d in ranked.get(q, [])], dtype=np.float64)
+        gains = np.array([judged.get(d, UNJUDGED) for d in ranked.get(q, [])], dtype=np.float64)
         ideal = np.array(list(judged.values()), dtype=np.float64)
         for m in measures:
             rows_q.append(q)

@@ -52,6 +52,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.core.schemas import canonical_order
+from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
 from ragbench.evaluation.metrics import PER_QUERY_SCHEMA, Measure, evaluate_per_query
 
 SPAN_MEASURES = ("span_recall", "span_precision", "span_iou", "span_contained")
@@ -376,7 +377,8 @@ def chunk_level_run_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans
     _require(chunk_run, ("query_id", "rank", "chunk_id"), "run")
     # judged in canonical order; the ranks carry it (no score column, so it is not re-sorted by chunk id alone)
     run = canonical_order(chunk_run).select("query_id", "rank", pl.col("chunk_id").alias("doc_id"))
-    out = evaluate_per_query(run, rel, _query_ids(query_ids, chunk_run, spans), list(measures))
+    measures = [m for m in measures if m.name not in COVERAGE_MEASURES]  # chunks carry no judgments of their own
+    out = evaluate_per_query(run, rel, _query_ids(query_ids, chunk_run, spans), measures)
     # a query with evidence that no chunk touches retrieved nothing relevant: 0, never unlabelled (one count of
     # queries without evidence for the whole span family, :func:`without_evidence`)
     evidence = spans.filter(pl.col("relevance") > 0)["query_id"].unique()

@@ -3,7 +3,8 @@
 A measure is one function ``f(top, ideal, n_relevant, k, gain) -> float`` registered under its name with
 :func:`rank_measure`, in a module of its own in this package:
 
-* ``top``        -- relevance labels of the ranked documents, best first, cut at ``k`` (0 when unjudged);
+* ``top``        -- relevance labels of the ranked documents, best first, cut at ``k`` (:data:`UNJUDGED`, -1,
+  when unjudged: every measure but ``judged`` reads it as not relevant, ``label > 0``, gain 0);
 * ``ideal``      -- the labels of **all judged documents** of the query (the full judged pool);
 * ``n_relevant`` -- how many judged documents have a label > 0 (always >= 1: unlabelled queries never reach a
   measure; they get NaN and are counted apart);
@@ -17,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+#: the label of a ranked document the query has no judgment for (below every grade: not relevant, gain 0)
+UNJUDGED = -1
 
 MeasureFn = Callable[[np.ndarray, np.ndarray, int, int, str], float]
 RANK_MEASURES: dict[str, MeasureFn] = {}
