@@ -38,6 +38,7 @@ from ragbench.core.measure_keys import measure_key
 from ragbench.core.redact import redact, redact_obj
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store_connection import StoreConnection
+from ragbench.results.store_judgments import JudgmentsTable
 from ragbench.results.store_promotions import PromotionsTable
 from ragbench.results.store_schema import PER_CONFIG_TABLES
 
@@ -49,9 +50,10 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class ResultStore(PromotionsTable, StoreConnection):
+class ResultStore(PromotionsTable, JudgmentsTable, StoreConnection):
     """The DuckDB results file. Every method opens, uses and closes its own connection (:class:`StoreConnection`);
-    the ``promotions`` methods come from :class:`PromotionsTable`."""
+    the ``promotions`` methods come from :class:`PromotionsTable`, the ``assessor_agreement`` ones from
+    :class:`JudgmentsTable`."""
 
     # ---------------------------------------------------------------- sweeps
     def find_unfinished_sweep(self, spec_hash: str, dataset_fingerprint: str) -> str | None:

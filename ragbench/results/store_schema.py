@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS promotions (
     dataset_fingerprint VARCHAR, primary_measure VARCHAR, primary_value DOUBLE, p_value DOUBLE, forced BOOLEAN,
     reason VARCHAR, who VARCHAR, mlflow_model_version VARCHAR, collection VARCHAR, active BOOLEAN,
     rolled_back_at TIMESTAMPTZ, model_name VARCHAR, evidence VARCHAR);
+CREATE TABLE IF NOT EXISTS assessor_agreement (
+    measured_at TIMESTAMPTZ, model VARCHAR, prompt_version INTEGER, dataset_name VARCHAR, dataset_fingerprint VARCHAR,
+    n INTEGER, n_relevant INTEGER, kappa DOUBLE, confusion VARCHAR, relevant_table VARCHAR,
+    seconds_per_pair DOUBLE, seed INTEGER, note VARCHAR);
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;

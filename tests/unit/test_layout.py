@@ -12,7 +12,7 @@ from conftest import ROOT
 PKG = ROOT / "ragbench"
 #: stages in import order: a package may import only itself and those before it
 LAYERS = ["core", "data", "chunking", "embedding", "index", "retrieval", "evaluation", "generation", "config",
-          "results", "promotion", "reporting", "sweep", "cli"]
+          "results", "judgments", "promotion", "reporting", "sweep", "cli"]
 
 
 def _module(path: Path) -> str:
