@@ -7,8 +7,10 @@ primary measure):
   :class:`~ragbench.promotion.serving.ProductionRetriever` serves: the query text embedded by the model (not read
   from the vector cache; no embedder for BM25), then :func:`ragbench.retrieval.retrieve` on that one query (first
   stage, fusion, rerank, small-to-big, filter). On a seeded sample of at most :data:`LATENCY_SAMPLE` queries, after
-  :data:`LATENCY_WARMUP` untimed queries (model and index warm, as a serving process is); percentiles by numpy's
-  default linear interpolation. A query's embedding time depends on the model only: it is measured once per model
+  :data:`LATENCY_WARMUP` untimed queries (model and index warm, as a serving process is); each sampled query's
+  retrieval is timed :data:`LATENCY_REPEATS` times and its median kept, so a pause of the machine (another
+  process, a garbage collection) during one call does not become that query's latency; percentiles over the
+  queries by numpy's default linear interpolation. A query's embedding time depends on the model only: it is measured once per model
   and query in a sweep (``RetrievalResources.query_encodings``, by the first config that needs it) and added to
   every config's retrieval time for that query. Machine-dependent: compare configs of one sweep, not sweeps of two
   machines.
@@ -40,14 +42,17 @@ from ragbench.retrieval.bm25 import BM25Params, bm25_index
 
 LATENCY_SAMPLE = 50
 LATENCY_WARMUP = 1
+#: timed retrievals of each sampled query; its latency is their median
+LATENCY_REPEATS = 3
 EMBED_SAMPLE = 32
 COST_MEASURES = ("latency_p50_ms", "latency_p95_ms", "index_bytes", "vector_bytes", "memory_bytes",
                  "embed_seconds")
 
 
 def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample: int = LATENCY_SAMPLE,
-                    warmup: int = LATENCY_WARMUP, seed: int = 0) -> dict[str, float]:
-    """``latency_p50_ms`` and ``latency_p95_ms`` of ``run_config`` (definition in the module docstring)."""
+                    warmup: int = LATENCY_WARMUP, seed: int = 0, repeats: int = LATENCY_REPEATS) -> dict[str, float]:
+    """``latency_p50_ms`` and ``latency_p95_ms`` of ``run_config`` (definition in the module docstring): per query,
+    the embedding time plus the median of ``repeats`` timed retrievals."""
     from ragbench.embedding.embed import encode_uncached
 
     ids = sorted(ds.queries["query_id"].to_list())
@@ -72,11 +77,21 @@ def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample:
                 if i >= warmup:
                     encoded[text] = (encode_ms, vector)
             mine = replace(res, query_vectors=vector)
-        t0 = time.perf_counter()
-        retrieve(run_config, one, mine)
-        if i >= warmup:
-            ms.append(encode_ms + 1000 * (time.perf_counter() - t0))
+        if i < warmup:
+            retrieve(run_config, one, mine)
+            continue
+        ms.append(encode_ms + median_ms(lambda: retrieve(run_config, one, mine), repeats))
     return {"latency_p50_ms": float(np.percentile(ms, 50)), "latency_p95_ms": float(np.percentile(ms, 95))}
+
+
+def median_ms(call, repeats: int) -> float:
+    """The median wall milliseconds of ``repeats`` (at least 1) calls of ``call()``."""
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        call()
+        times.append(1000 * (time.perf_counter() - t0))
+    return float(np.median(times))
 
 
 def bm25_params_of(retriever) -> BM25Params | None:
