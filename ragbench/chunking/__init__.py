@@ -11,6 +11,7 @@ from ragbench.chunking.base import (
                                     SizedChunkerSpec,
                                     Span,
                                     chunk_corpus,
+                                    chunk_corpus_incremental,
                                     chunker_label,
                                     contextual_prefix,
                                     contextual_text,
@@ -30,6 +31,6 @@ from ragbench.chunking.whole import WholeDocChunker  # noqa: E402
 
 __all__ = ["CHUNK_SCHEMA", "CHUNKERS", "ChunkerSpec", "SizedChunkerSpec", "Span", "chunk_corpus", "chunker_label",
            "contextual_prefix", "contextual_text", "share_corpus_text", "spans_for", "trim", "FixedChunker",
-           "MarkdownChunker", "RecursiveChunker",
+           "MarkdownChunker", "RecursiveChunker", "chunk_corpus_incremental",
            "SentenceChunker", "WholeDocChunker", "fixed_spans", "heading_path_at", "markdown_headings",
            "markdown_spans", "recursive_spans", "sentence_spans", "sentence_window_spans"]

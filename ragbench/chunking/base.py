@@ -9,12 +9,14 @@ changing the offsets, so span labels judge every chunker on the same footing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
 from pydantic import Field, model_validator
 
+from ragbench.chunking.doc_spans import DocumentSpans
 from ragbench.chunking.headings import heading_path_at, markdown_headings, trail_after_title
 from ragbench.core.hashing import stable_hash
 from ragbench.core.registry import Registry
@@ -158,22 +160,46 @@ def contextual_text(prefix: PrefixMode, title: str, breadcrumb: list[str], text:
     return contextual_prefix(prefix, title, breadcrumb) + text
 
 
-def _rows(ds: Dataset, spec: ChunkerSpec) -> Iterator[tuple]:
+def document_spans(spec: ChunkerSpec, title: str, text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, prefix)`` of one document's chunks under ``spec``, in document order."""
+    headings = markdown_headings(text) if spec.prefix == "breadcrumb" else []
+    return [(s, e, contextual_prefix(spec.prefix, title, heading_path_at(headings, s) if headings else []))
+            for s, e in spec.spans(text)]
+
+
+def _rows(ds: Dataset, spans_of: Callable[[str, str, str], list[tuple[int, int, str]]]) -> Iterator[tuple]:
     for row, (doc_id, title, text) in enumerate(ds.corpus.select("doc_id", "title", "text").iter_rows()):
-        headings = markdown_headings(text) if spec.prefix == "breadcrumb" else []
-        for ordinal, (s, e) in enumerate(spec.spans(text)):
-            crumb = heading_path_at(headings, s) if headings else []
-            yield (stable_hash([doc_id, s, e]), doc_id, ordinal, s, e, contextual_prefix(spec.prefix, title, crumb),
-                   row)
+        for ordinal, (s, e, prefix) in enumerate(spans_of(doc_id, title, text)):
+            yield stable_hash([doc_id, s, e]), doc_id, ordinal, s, e, prefix, row
 
 
 _SPAN_SCHEMA = {k: v for k, v in CHUNK_SCHEMA.items() if k != "text"} | {"doc_row": pl.Int64}
+#: corpora up to this many documents (folders, small sets) are chunked incrementally by :func:`chunk_corpus_incremental`
+INCREMENTAL_MAX_DOCS = 20_000
 
 
 def chunk_corpus(ds: Dataset, spec: ChunkerSpec) -> pl.DataFrame:
     """Chunk every document of ``ds`` under ``spec``. Chunk ids hash ``(doc_id, start, end)``: the same span cut by
     two strategies is the same chunk. The chunker gives spans; the texts are cut from the corpus column at once."""
-    spans = frame_from_rows(_rows(ds, spec), _SPAN_SCHEMA)
+    return _chunk_table(ds, lambda doc_id, title, text: document_spans(spec, title, text))
+
+
+def chunk_corpus_incremental(ds: Dataset, spec: ChunkerSpec, folder: Path) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """:func:`chunk_corpus` that cuts only new or changed documents: each document's spans are kept under ``folder``
+    keyed by the document (id, title, text) and the chunker (spec and behaviour version), see
+    :mod:`ragbench.chunking.doc_spans`. Returns the chunk table (equal to :func:`chunk_corpus`'s) and the ids of
+    the documents cut in this call. A corpus of more than :data:`INCREMENTAL_MAX_DOCS` documents is chunked from
+    scratch (every id returned), keeping nothing."""
+    if ds.corpus.height > INCREMENTAL_MAX_DOCS:
+        return chunk_corpus(ds, spec), tuple(ds.corpus["doc_id"].to_list())
+    kept = DocumentSpans(folder, spec, lambda title, text: document_spans(spec, title, text))
+    chunks = _chunk_table(ds, kept.spans_of)
+    kept.save()
+    return chunks, tuple(kept.rechunked)
+
+
+def _chunk_table(ds: Dataset, spans_of: Callable[[str, str, str], list[tuple[int, int, str]]]) -> pl.DataFrame:
+    spans = frame_from_rows(_rows(ds, spans_of), _SPAN_SCHEMA)
     text = _whole_document_text(spans, ds.corpus, spans["doc_row"])
     if text is None:  # cut chunks: their own strings, sliced by character offsets
         text = (pl.DataFrame({"t": ds.corpus["text"].gather(spans["doc_row"]), "s": spans["start"], "e": spans["end"]})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.chunking import ChunkerSpec, chunk_corpus, share_corpus_text
+from ragbench.chunking import ChunkerSpec, chunk_corpus_incremental, share_corpus_text
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.errors import DatasetError
@@ -100,7 +100,17 @@ def chunk_stage(ds: Dataset, chunker: ChunkerSpec, cache: ChunkCache) -> pl.Data
     """The chunker's chunks of the dataset, from the content-addressed chunk cache (built once); whole-document
     chunks share the corpus' text (:func:`~ragbench.chunking.base.share_corpus_text`)."""
     key = ChunkCache.key(ds.fingerprint, chunker)
-    chunks, cached = cache.get_or_build(key, lambda: chunk_corpus(ds, chunker))
+    cut: tuple[str, ...] = ()
+
+    def build() -> pl.DataFrame:  # only new or changed documents are cut again (ragbench.chunking.doc_spans)
+        nonlocal cut
+        table, cut = chunk_corpus_incremental(ds, chunker, cache.root / "by-document")
+        return table
+
+    chunks, cached = cache.get_or_build(key, build)
+    if 0 < len(cut) < ds.corpus.height:
+        log.info("chunk %s: %d of %d documents new or changed, cut again%s", chunker.label, len(cut),
+                 ds.corpus.height, f" ({', '.join(cut)})" if len(cut) <= 10 else "")
     if cached:
         chunks = share_corpus_text(chunks, ds.corpus)
     log.info("chunk %s: %d chunks from %d documents (%s)", chunker.label, chunks.height, ds.corpus.height,
