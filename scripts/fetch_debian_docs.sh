@@ -6,9 +6,9 @@
 #
 #   scripts/fetch_debian_docs.sh [DEST]      # default /tmp/debian-docs/python-howto
 #
-# DEST gets the questions.csv of datasets/debian-python-howto copied beside the pages, so `ragbench datasets
-# validate DEST` and configs/debian-python-howto.yaml work at once. Needs apt-get (any Debian or Ubuntu with the
-# bookworm sources) or network access to snapshot.debian.org; checks the package's SHA-256 either way.
+# configs/debian-python-howto*.yaml read the pages from the default DEST and the questions from this repository
+# (`ragbench datasets validate DEST --questions datasets/debian-python-howto/questions.csv` checks them).
+# Needs apt-get (Debian 12 sources) or network access to snapshot.debian.org; checks the package's SHA-256.
 set -euo pipefail
 
 PKG=python3.11-doc
@@ -17,7 +17,6 @@ DEB="${PKG}_${VERSION}_all.deb"
 SHA256=5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be
 SNAPSHOT="https://snapshot.debian.org/file/924896f88455aa449baeae5c3268c4672b95c9b8"   # the same file by its SHA-1
 DEST="${1:-/tmp/debian-docs/python-howto}"
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$(dirname "$DEST")/.${PKG}-${VERSION}"
 
 # The HOWTOs without the two longest (the logging cookbook and Argument Clinic, a CPython-internal tool), the FAQ,
@@ -44,6 +43,5 @@ rm -rf "$DEST" && mkdir -p "$DEST"/{howto,faq,tutorial}
 for f in "${HOWTO[@]}"; do cp "$SRC/howto/$f.html" "$DEST/howto/"; done
 for f in "${FAQ[@]}"; do cp "$SRC/faq/$f.html" "$DEST/faq/"; done
 for f in "${TUTORIAL[@]}"; do cp "$SRC/tutorial/$f.html" "$DEST/tutorial/"; done
-cp "$HERE/datasets/debian-python-howto/questions.csv" "$DEST/"
 n=$(find "$DEST" -name '*.html' | wc -l)
-echo "[fetch_debian_docs] ${n} pages of ${PKG} ${VERSION} in ${DEST} (with questions.csv)"
+echo "[fetch_debian_docs] ${n} pages of ${PKG} ${VERSION} in ${DEST}"
