@@ -54,6 +54,9 @@ CREATE TABLE IF NOT EXISTS assessor_agreement (
     measured_at TIMESTAMPTZ, model VARCHAR, prompt_version INTEGER, dataset_name VARCHAR, dataset_fingerprint VARCHAR,
     n INTEGER, n_relevant INTEGER, kappa DOUBLE, confusion VARCHAR, relevant_table VARCHAR,
     seconds_per_pair DOUBLE, seed INTEGER, note VARCHAR);
+CREATE TABLE IF NOT EXISTS queries (
+    dataset_fingerprint VARCHAR, query_id VARCHAR, text VARCHAR, query_class VARCHAR,
+    PRIMARY KEY (dataset_fingerprint, query_id));
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;

@@ -195,6 +195,7 @@ class _Sweep:
     def _open_sweep(self) -> SweepWriter:
         """The writer of the unfinished sweep of this spec and data (a resume), or of a new sweep, begun."""
         cfg, ds, store = self.cfg, self.ds, self.store
+        self._read(lambda: store.write_query_texts(ds.fingerprint, ds.queries), 0)  # question texts, once per dataset
         sweep_id = None if self.options.fresh else self._read(
             lambda: store.find_unfinished_sweep(self.spec_hash, ds.fingerprint), None)
         if sweep_id:

@@ -21,7 +21,8 @@ from conftest import ROOT
 PACKAGE = ROOT / "ragbench"
 #: the results store: store.py (sweeps, configs, results) and its schema, connection and promotions modules
 OWNERS = {PACKAGE / "results" / f"{name}.py"
-          for name in ("store", "store_schema", "store_connection", "store_promotions", "store_judgments")}
+          for name in ("store", "store_schema", "store_connection", "store_promotions", "store_judgments",
+                       "store_queries")}
 CALLS = {"execute", "executemany", "sql", "query", "connect"}
 SQL = re.compile(r"^\s*(SELECT\b.*\bFROM\b|INSERT\s+INTO\b|UPDATE\s+\w+\s+SET\b|DELETE\s+FROM\b|"
                  r"(CREATE|ALTER|DROP)\s+(OR\s+REPLACE\s+)?(TEMP\w*\s+)?(TABLE|VIEW|INDEX|SEQUENCE)\b|WITH\s+\w+\s+AS\b)",
