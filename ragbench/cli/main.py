@@ -434,10 +434,12 @@ from ragbench.cli.regression_gate import register as _register_gate  # noqa: E40
 from ragbench.cli.ops import register as _register_ops  # noqa: E402
 from ragbench.cli.diff import register as _register_diff  # noqa: E402
 from ragbench.cli.questions import questions_app  # noqa: E402
+from ragbench.cli.judge import judge_app  # noqa: E402
 
 _register_ops(app)
 _register_diff(app)
 app.add_typer(questions_app, name="questions")
+app.add_typer(judge_app, name="judge")
 _register_gate(app)
 
 if __name__ == "__main__":  # pragma: no cover

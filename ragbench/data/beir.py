@@ -30,6 +30,7 @@ from ragbench.data.dataset import (
     subset,
     validate_spans,
 )
+from ragbench.data.judged import judgments_path, with_judgments
 from ragbench.data.spec import DATASET_FORMATS, DatasetSpec
 
 
@@ -115,9 +116,10 @@ def load_beir(spec: DatasetSpec) -> Dataset:
 
     files = [corpus_path, queries_path, qrels_path] + [p for p in (spans_path, sentences_path) if p.is_file()]
     fingerprint = stable_hash({"files": {p.name: file_sha256(p) for p in files},
-                               "spec": spec.model_dump(mode="json", exclude={"name", "path", "holdout"})})
+                               "spec": spec.model_dump(mode="json", exclude={"name", "path", "holdout", "labels"})})
     ds = Dataset(spec.name or root.name, corpus, queries, qrels, spans, fingerprint, tuple(warnings))
-    return subset(ds, spec.max_queries, spec.max_docs, spec.seed)
+    ds = subset(ds, spec.max_queries, spec.max_docs, spec.seed)  # judgments after: the corpus stays the same
+    return with_judgments(ds, judgments_path(root, "beir", spec.split), spec.labels)
 
 
 def is_beir_folder(path: Path) -> bool:

@@ -35,6 +35,12 @@ class Dataset:
     #: facts about the questions a report needs (e.g. synthetic vs real counts:
     #: :func:`ragbench.data.labels.origin_notes`); stored with the sweep
     notes: dict = field(default_factory=dict, compare=False, hash=False)
+    #: the hash of the judgments added to the dataset's own labels (:mod:`ragbench.data.judged`); None when none
+    #: are. Judging depends on it, retrieval does not: :attr:`fingerprint` (chunks, vectors, collections, sweeps)
+    #: stays the same, and evaluation keys add it (:func:`ragbench.sweep.evaluate.evaluation_key`)
+    labels_fingerprint: str | None = None
+    #: the dataset's own qrels when judgments were added to :attr:`qrels` (the "before" of a pooled report)
+    primary_qrels: pl.DataFrame | None = field(default=None, compare=False, hash=False)
 
     @property
     def n_unlabelled(self) -> int:
@@ -198,4 +204,5 @@ def subset(ds: Dataset, max_queries: int | None, max_docs: int | None, seed: int
         n_extra = max(0, max_docs - len(judged))
         keep_docs = judged | set(rng.sample(others, min(n_extra, len(others))))
         corpus = corpus.filter(pl.col("doc_id").is_in(list(keep_docs)))
-    return replace(ds, corpus=corpus, queries=queries, qrels=qrels, spans=spans)
+    primary = ds.primary_qrels.filter(pl.col("query_id").is_in(qids)) if ds.primary_qrels is not None else None
+    return replace(ds, corpus=corpus, queries=queries, qrels=qrels, spans=spans, primary_qrels=primary)

@@ -61,6 +61,7 @@ from ragbench.core.schemas import CORPUS_SCHEMA
 from ragbench.data.convert import (KINDS, ConversionError, ConvertOptions, blocks, clean_links, cleaning_id, convert,
                                    converter_id, first_heading, is_structure, strip_link_targets)
 from ragbench.data.dataset import Dataset, subset
+from ragbench.data.judged import judgments_path, with_judgments
 from ragbench.data.questions import SUFFIXES as QUESTION_SUFFIXES
 from ragbench.data.labels import label_questions
 from ragbench.data.questions import find_questions_file, read_questions
@@ -180,8 +181,10 @@ def list_files(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ..
     """
     root = Path(root)
     skip = {(root / f"questions{kind}{s}").resolve() for s in QUESTION_SUFFIXES for kind in ("", ".synthetic")}
+    skip.add((root / "judgments.csv").resolve())  # the added judgments are labels, not a document
     if questions is not None:
         skip.add(Path(questions).resolve())
+        skip.add((Path(questions).parent / "judgments.csv").resolve())
     out = []
     for path in root.rglob("*"):
         rel = path.relative_to(root).as_posix()
@@ -403,10 +406,11 @@ def folder_dataset(spec: DatasetSpec, cache_root: Path | None = None) -> tuple[D
         spans = spans.clear()
     fingerprint = stable_hash({"corpus": _corpus_hash(corpus), "questions": file_sha256(qpath),
                                "spec": spec.model_dump(mode="json", exclude={"name", "path", "questions",
-                                                                             "holdout"})})
+                                                                             "holdout", "labels"})})
     ds = Dataset(spec.name or printable_name(root.name), corpus, queries, labels.qrels, spans, fingerprint,
                  tuple(scan.warnings()) + labels.warnings, notes=labels.notes)
-    return subset(ds, spec.max_queries, spec.max_docs, spec.seed), scan
+    ds = subset(ds, spec.max_queries, spec.max_docs, spec.seed)  # judgments after: the corpus stays the same
+    return with_judgments(ds, judgments_path(root, "folder", questions=qpath), spec.labels), scan
 
 
 @DATASET_FORMATS.register

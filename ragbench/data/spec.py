@@ -48,7 +48,7 @@ class DatasetSpec(Spec):
     :meth:`load`, and register with ``@DATASET_FORMATS.register``."""
 
     # added after configs were first hashed (they keep their dataset fingerprints)
-    dumped_when_set: ClassVar[tuple[str, ...]] = ("questions", "include", "exclude", "holdout")
+    dumped_when_set: ClassVar[tuple[str, ...]] = ("questions", "include", "exclude", "holdout", "labels")
 
     name: str | None = Field(None, description="the dataset's display name (default: the folder or file name)")
     format: str = Field("beir", description="a registered dataset format (beir, squad, folder, ...)")
@@ -70,6 +70,10 @@ class DatasetSpec(Spec):
     holdout: float | None = Field(None, gt=0, lt=1, description="hold out this share of the labelled queries "
                                   "(seeded by seed, stratified by class): the sweep ranks on the rest and measures "
                                   "every config on the held-out set as heldout/<measure>")
+    labels: Literal["human", "human+assessor"] = Field(
+        "human", description="which added judgments (`ragbench judge merge`: judgments.csv of a folder, "
+        "qrels/<split>.judged.tsv of BEIR) count besides the dataset's own labels: human = a person's, "
+        "human+assessor = also an LLM assessor's; changing it re-judges stored rankings, nothing is re-embedded")
 
     def __new__(cls, *args: Any, **data: Any):
         # DatasetSpec(format="squad", ...) builds the squad format's own model (its __init__ then validates)

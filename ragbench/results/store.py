@@ -235,6 +235,35 @@ class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, StoreConnection
                 "s.started_at DESC, c.sweep_id DESC) = 1", [prefer]).fetchall()
         return {c: (s, o) for c, s, o in rows}
 
+    def rejudgeable_configs(self, retrieval_keys: dict[str, str]) -> dict[str, tuple[str, str, int]]:
+        """``config_id -> (sweep_id, origin, n_unlabelled)`` of the newest finished result of each config whose
+        evaluation key's retrieval part (before ``+``: :func:`ragbench.sweep.evaluate.evaluation_key`) is
+        ``retrieval_keys[config_id]``: the same rankings, judged on other labels."""
+        if not retrieval_keys:
+            return {}
+        wanted = pl.DataFrame({"config_id": list(retrieval_keys), "base": list(retrieval_keys.values())})
+        with self.connect(read_only=True) as con:
+            con.register("wanted", wanted.to_arrow())
+            rows = con.execute(
+                "SELECT c.config_id, c.sweep_id, COALESCE(c.reused_from, c.sweep_id), c.n_unlabelled FROM configs c "
+                "JOIN wanted w ON c.config_id = w.config_id AND split_part(c.eval_key, '+', 1) = w.base "
+                "JOIN sweeps s USING (sweep_id) WHERE c.status = 'finished' QUALIFY row_number() OVER "
+                "(PARTITION BY c.config_id ORDER BY s.started_at DESC, c.sweep_id DESC) = 1").fetchall()
+        return {c: (s, o, n) for c, s, o, n in rows}
+
+    def set_rejudged(self, sweep_id: str, config_id: str, diagnostics: pl.DataFrame, eval_key: str) -> None:
+        """After a config's measures were re-judged on new labels: its per-query diagnostics (``query_id,
+        first_relevant_rank, category``) replaced, and ``eval_key`` stored (last, so a crash before re-judges
+        again)."""
+        with self.transaction() as con:
+            con.execute("DELETE FROM query_diagnostics WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
+            con.register("incoming", diagnostics.select("query_id", "first_relevant_rank", "category").to_arrow())
+            con.execute("INSERT INTO query_diagnostics (sweep_id, config_id, query_id, first_relevant_rank, category) "
+                        "SELECT ?, ?, query_id, first_relevant_rank, category FROM incoming", [sweep_id, config_id])
+            con.unregister("incoming")
+            con.execute("UPDATE configs SET eval_key = ? WHERE sweep_id = ? AND config_id = ?",
+                        [eval_key, sweep_id, config_id])
+
     def measure_versions(self, sweep_id: str) -> dict[str, dict[str, int]]:
         """``config_id -> {measure: version}`` of the sweep's finished configs: the rank-measure versions their
         results were computed with (empty for results stored before versions: every measure at version 1)."""

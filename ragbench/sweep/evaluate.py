@@ -40,6 +40,7 @@ from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.measures import Measure, measure_version
 from ragbench.evaluation.metrics import aggregate, document_depth, evaluate_per_query
 from ragbench.evaluation.spans import chunk_level_run_metrics
+from ragbench.judgments.rescore import unpooled_means
 from ragbench.generation.stage import answer_in_context_metrics, generation_stage
 from ragbench.results.outcomes import SUMMARY_SCHEMA, ConfigResult, config_level
 from ragbench.results.store import ResultStore
@@ -75,7 +76,8 @@ def measure_versions(names) -> dict[str, int]:
     return {name: measure_version(name) for name in sorted(set(names))}
 
 
-def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: EvaluationSpec) -> str:
+def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: EvaluationSpec,
+                   labels_fingerprint: str | None = None) -> str:
     """What a config's results depend on, hashed: the config's spec, the dataset fingerprint, the evaluation
     settings (metrics, diagnostics, ANN fidelity, generation, query classes), the weights revision of every model
     it loads (embedder, reranker, tokenizers), :data:`EVALUATION_VERSION` and the versions of the config's
@@ -84,6 +86,11 @@ def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: Evalua
     to reuse.
 
     Not covered: a local .gguf LLM file changed in place under the same path (name it anew, or ``--fresh``).
+
+    ``labels_fingerprint`` (:attr:`~ragbench.data.dataset.Dataset.labels_fingerprint`: judgments added to the
+    dataset's labels) is appended as ``<key>+<labels>``: the part before ``+`` is what the stored rankings depend
+    on, so results whose labels alone differ are re-judged from their rankings
+    (:mod:`ragbench.judgments.rescore`); without added judgments the key is the one made before them.
     """
     names = {run_config.embedder.model if run_config.embedder else None, run_config.chunker.tokenizer_name,
              getattr(run_config.retriever.rerank, "model", None)}
@@ -99,7 +106,8 @@ def evaluation_key(run_config: RunConfig, dataset_fingerprint: str, spec: Evalua
     versions = versions_above_one(_components(run_config))
     if versions:
         keyed["component_versions"] = versions
-    return stable_hash(keyed)
+    key = stable_hash(keyed)
+    return key if labels_fingerprint is None else f"{key}+{labels_fingerprint[:16]}"
 
 
 def evaluate_config(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec,
@@ -169,6 +177,7 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
             level[f"unfiltered_{m}"] = mean
     labelled = ds.qrels.filter(pl.col("relevance") > 0)["query_id"].unique().sort().to_list()
     level.update(document_depth(document_run(out.run), labelled, out.truncated, max(spec.metrics.cutoffs)))
+    level.update(unpooled_means(ds, out.run, measures))  # before added judgments (none added: nothing)
     diag = spec.diagnostics
     reach = reachability(document_run(out.first_stage_run), ds.qrels, qids, k=diag.k, pool=diag.pool)
     for category, _, _, share in reachability_summary(reach).iter_rows():

@@ -33,6 +33,7 @@ from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
 from ragbench.sweep.decide import COPY_FAILED, SPOOLED, StoreHolds, SweepPlan, decide
+from ragbench.judgments.rescore import rejudge, rejudge_sources, tuning_unlabelled
 from ragbench.sweep.evaluate import (EVALUATION_VERSION, MeasureRefresh, evaluation_key, plan_measure_refresh,
                                      refresh_measures)
 from ragbench.sweep.graph import DATASET, StageFns, execute, outcome, sweep_graph
@@ -218,7 +219,8 @@ class _Sweep:
         """The plan (:func:`~ragbench.sweep.decide.decide`) on what the store holds; reused results are copied
         into this sweep, and their measures of an older version recomputed, by :meth:`_reuse`."""
         ds, store, fresh = self.ds, self.store, self.options.fresh
-        eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, work.evaluation) for c in configs}
+        eval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, work.evaluation, ds.labels_fingerprint)
+                     for c in configs}
         results = {} if fresh else self._read(lambda: store.reusable_configs(eval_keys, prefer=sweep_id), {})
         # stored measures of an older version are recomputed from the stored rankings (their config is evaluated
         # again when that cannot be done, or when the versions cannot be read)
@@ -226,6 +228,12 @@ class _Sweep:
         refresh = self._read(lambda: plan_measure_refresh(store, {c: s for c, (s, _) in results.items()}, by_id,
                                                           work.evaluation), MeasureRefresh({}, frozenset(results)))
         results = {c: v for c, v in results.items() if c not in refresh.re_evaluate}
+        # only the labels changed (judgments added): the stored rankings are re-judged, nothing retrieved
+        retrieval_keys = {c.config_id: evaluation_key(c, ds.fingerprint, work.evaluation) for c in configs
+                          if c.config_id not in results}
+        self.rejudged = {} if fresh else self._read(lambda: rejudge_sources(
+            store, retrieval_keys, by_id, tuning_unlabelled(ds, work.evaluation)), {})
+        results.update(self.rejudged)
         plan = decide(configs, eval_keys, StoreHolds(sweep_id, results, fresh, self.can_read,
                                                      self.spool.pending(sweep_id)))
         plan = self._reuse(plan, refresh, by_id, work)
@@ -257,6 +265,8 @@ class _Sweep:
         try:
             refresh_measures(store, sweep_id, refresh.only(plan.stored), by_id, self.ds, work.evaluation,
                              work.chunk_cache)
+            rejudge(store, sweep_id, [c for c in self.rejudged if c in plan.stored], by_id, self.ds, work.evaluation,
+                    plan.eval_keys)
         except StoreBusyError as e:
             log.warning("results.duckdb is held by %s: measures of a new version cannot be recomputed in the stored "
                         "results, so the configs earlier sweeps evaluated are evaluated again", e.holder)
