@@ -75,7 +75,7 @@ def headline_rich(headline: Headline, width: int = 160):
     for what, text in headline.items():
         grid.add_row(Text(what), Text(text))
     return Panel(grid, title=Text(f"verdict · sweep {headline.sweep_id}", style="bold"), title_align="left",
-                 width=min(width, 160), border_style="green")
+                 width=width, border_style="green")
 
 
 def report_rich(report: SweepReport, width: int = 160) -> list:

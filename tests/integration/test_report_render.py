@@ -116,6 +116,45 @@ def test_every_markdown_table_keeps_its_cells_when_labels_hold_pipes(store):
         assert any("split\\|chunker" in line for t in tables for line in t), what  # escaped, not dropped
 
 
+def test_a_second_nights_tables_keep_their_cells_and_every_surface_has_one_headline(store):
+    """Night 2 (one config added) adds the since-previous table to every markdown text; the headline (one
+    function) reads the same in markdown, the terminal and the HTML report."""
+    from rich.console import Console
+
+    from ragbench.reporting.headline import build_headline
+    from ragbench.reporting.render_terminal import report_rich
+
+    run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
+    store.begin_sweep("r-2", "r", "h", {"metrics": {"primary": "ndcg@10"}}, "synthetic", "fp0")
+    for cid, name, ndcg, p95 in (*CONFIGS, ("e" * 16, "new|one | BM25", [1.0] * 7 + [0.5] * 5, 4.0)):
+        store.write_config("r-2", ConfigResult(cid, name, SPEC, "fp0", measures=_measures(ndcg, p95), rankings=run,
+                                               n_queries=N, n_unlabelled=0, ms_per_query=1.0))
+    store.finish_sweep("r-2", "finished")
+    rep = build_report(store, "r-2", n_resamples=500)
+    assert rep.since_previous is not None and rep.since_previous.previous_id == "r-1"
+    head = build_headline(rep)
+    texts = {"report": leaderboard_markdown(rep), "mlflow description": sweep_description(rep, "/x/report.html"),
+             "prefect artifact": artifact_markdown(rep, ["* HTML report: `/x/report.html`"])}
+    for what, text in texts.items():
+        tables = _tables(text)
+        assert len(tables) == 3, (what, text)  # leaderboard, cost, the shared configs' changes since night 1
+        for table in tables:
+            width = len(_cells(table[0]))
+            assert all(len(_cells(line)) == width for line in table[1:]), (what, table)
+        assert any("new\\|one" in line for line in tables[0]), what
+        assert head.verdict in text and all(f"**{k}:** {v}" in text for k, v in head.items()[1:]), what
+    console = Console(width=400, record=True)
+    for part in report_rich(rep, width=400):
+        console.print(part)
+    shown = " ".join(console.export_text().split())
+    assert all(" ".join(v.split()) in shown for _, v in head.items()), shown
+    assert "New winner: new|one | BM25" in head.since and "ragbench promote r-2 " + "e" * 16 in head.items()[-1][1]
+    html = render_html(rep, {})
+    from html import escape
+
+    assert all(escape(v, quote=False) in html for _, v in head.items())
+
+
 class _Balanced(HTMLParser):
     """Every element closed in the order opened (void elements excepted)."""
 
