@@ -181,13 +181,15 @@ def register(app: typer.Typer) -> None:
     def explain(
         sweep: SweepArg,
         config: ConfigArg,
-        query_id: Annotated[str, typer.Argument(help="query id from the dataset")],
+        query_id: Annotated[str, typer.Argument(help="query id from the dataset, or a unique part of the question's "
+                                                "text (case-insensitive), e.g. \"stash\"")],
         deep: Annotated[int, typer.Option(help="size of the deep pool searched for the first relevant chunk")] = 100,
         show: Annotated[int, typer.Option(help="chunks shown in the ranking and near-miss tables")] = 10,
         home: HomeOpt = None,
     ) -> None:
         """Show what one config retrieved for one query: ranked chunks with scores (★ = relevant document), the
-        rank of the first relevant chunk in a deep pool, and the near misses that ranked above it."""
+        rank of the first relevant chunk in a deep pool, and the near misses that ranked above it (◆ = not labelled
+        relevant but holds one of the row's answer strings: a likely label hole to judge)."""
         from ragbench.core.errors import RagbenchError
         from ragbench.core.progress import stdout
         from ragbench.reporting.explain import explain as _explain

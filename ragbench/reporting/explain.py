@@ -12,11 +12,17 @@ Conventions
   the evidence).
 * The *deep pool* is the stored ranking cut at ``deep``; when it holds no relevant chunk and ``deep`` exceeds the
   stored depth, the query is searched again ``deep`` deep with the same config (:mod:`ragbench.promotion.serving`).
-* *Near misses* are the non-relevant chunks ranked above the first relevant one: what beat it.
+* *Near misses* are the non-relevant chunks ranked above the first relevant one: what beat it. A chunk that is not
+  relevant but holds one of the row's answer strings (:func:`ragbench.data.answer_strings.answers_found`: its
+  ``answer`` texts and located quotes) is marked ◆: a likely label hole, a document to judge
+  (``ragbench judge pool``).
+* The query is named by its id or by a part of its text (:func:`resolve_query`: a unique case-insensitive
+  substring; several matches are listed, none gets the closest ids and texts).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from dataclasses import dataclass, field
@@ -29,6 +35,7 @@ from rich.text import Text
 
 from ragbench.core.errors import RagbenchError
 from ragbench.core.settings import Settings
+from ragbench.data.answer_strings import answer_strings, answers_found
 from ragbench.results.lookup import resolve_config_id, resolve_sweep_id
 from ragbench.results.store import ResultStore
 
@@ -46,10 +53,16 @@ class RankedChunk:
     title: str
     relevance: int
     span_overlap: int | None
+    answers: tuple[str, ...] = ()  # the row's answer strings found in the chunk's text
 
     @property
     def relevant(self) -> bool:
         return self.relevance > 0
+
+    @property
+    def likely_hole(self) -> bool:
+        """Not relevant by the labels, yet it holds an answer string of the row: a likely label hole."""
+        return not self.relevant and bool(self.answers)
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,11 @@ class Explanation:
         return tuple(c for c in self.ranked if not c.relevant and (r is None or c.rank < r))
 
     @property
+    def likely_holes(self) -> tuple[RankedChunk, ...]:
+        """Near misses that hold an answer string of the row (:attr:`RankedChunk.likely_hole`)."""
+        return tuple(c for c in self.near_misses if c.likely_hole)
+
+    @property
     def missing_relevant_docs(self) -> tuple[str, ...]:
         """Relevant documents with no chunk in the deep pool."""
         seen = {c.doc_id for c in self.ranked}
@@ -97,8 +115,9 @@ class Explanation:
 
 def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id: str, deep: int = 100, *,
             settings: Settings | None = None) -> Explanation:
-    """Explain ``query_id`` under one config of a sweep (``sweep_id`` may be ``latest``; config by id, id prefix or
-    name). ``settings.home`` (default: the store's folder) holds the chunk cache and the collections."""
+    """Explain ``query_id`` (an id, or a unique part of the question's text: :func:`resolve_query`) under one
+    config of a sweep (``sweep_id`` may be ``latest``; config by id, id prefix or name). ``settings.home``
+    (default: the store's folder) holds the chunk cache and the collections."""
     from ragbench.promotion.serving import ProductionRetriever, load_chunks, load_dataset_checked, parse_config
 
     if deep <= 0:
@@ -115,12 +134,9 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     dataset_spec = json.loads(sweep["spec_json"])["dataset"]
     ds = load_dataset_checked(dataset_spec, sweep["dataset_fingerprint"])
 
-    q = ds.queries.filter(pl.col("query_id") == query_id)
-    if q.is_empty():
-        sample = ", ".join(ds.queries["query_id"].head(8).to_list())
-        raise RagbenchError(f"query {query_id!r} is not in dataset {ds.name} of sweep {sweep_id} "
-                            f"({ds.queries.height} queries, e.g. {sample})")
-    query = q.row(0, named=True)
+    query_id = resolve_query(dict(ds.queries.select("query_id", "text").iter_rows()), query_id,
+                             f"dataset {ds.name} of sweep {sweep_id}")
+    query = ds.queries.filter(pl.col("query_id") == query_id).row(0, named=True)
     qrels = ds.qrels.filter((pl.col("query_id") == query_id) & (pl.col("relevance") > 0))
     labels = dict(qrels.select("doc_id", "relevance").iter_rows())
 
@@ -141,13 +157,39 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     overlaps = _span_overlaps(ds.spans.filter(pl.col("query_id") == query_id), chunks, run["chunk_id"].to_list())
     texts = dict(chunks.select("chunk_id", "text").iter_rows())
     titles = dict(ds.corpus.select("doc_id", "title").iter_rows())
+    answers = answer_strings(ds, query_id)
     ranked = tuple(RankedChunk(int(r), c, d, float(s), texts.get(c, ""), titles.get(d, ""), int(labels.get(d, 0)),
-                               overlaps.get(c, 0) if overlaps is not None else None)
+                               overlaps.get(c, 0) if overlaps is not None else None,
+                               tuple(answers_found(texts.get(c, ""), answers)))
                    for r, c, d, s in run.select("rank", "chunk_id", "doc_id", "score").iter_rows())
     metrics = dict(store.query_metrics(sweep_id, config_id, query_id).select("measure", "value").iter_rows())
     return Explanation(sweep_id, config_id, cfg["name"], query_id, query["text"], query["query_class"],
                        tuple(query["answers"] or ()), tuple(sorted(labels.items())), ranked, deep, searched_deeper,
                        metrics)
+
+
+def resolve_query(texts: dict[str, str], arg: str, where: str) -> str:
+    """The query id ``arg`` names in ``texts`` (``query_id -> question``): the id itself, else the one question
+    holding ``arg`` as a case-insensitive substring (whitespace runs compared as one space). Several matches are an
+    error listing them; none an error naming the closest ids and questions (:mod:`difflib`)."""
+    if arg in texts:
+        return arg
+    needle = " ".join(arg.lower().split())
+    hits = [q for q, t in texts.items() if needle and needle in " ".join(t.lower().split())]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        shown = "; ".join(f"{q} {_snippet(texts[q], 60)!r}" for q in hits[:5])
+        raise RagbenchError(f"{arg!r} is in {len(hits)} questions of {where}: {shown}"
+                            f"{'; ...' if len(hits) > 5 else ''}; give more of the text, or the query id")
+    by_text = {t.lower(): q for q, t in texts.items()}
+    close = difflib.get_close_matches(arg, list(texts), n=3, cutoff=0.6)
+    close += [by_text[t] for t in difflib.get_close_matches(needle, list(by_text), n=3, cutoff=0.4)
+              if by_text[t] not in close]
+    hint = "; did you mean " + "; ".join(f"{q} {_snippet(texts[q], 60)!r}" for q in close[:3]) + "?" if close else \
+        f" (e.g. {', '.join(list(texts)[:5])})"
+    raise RagbenchError(f"no query of {where} has the id {arg!r} or a question containing it ({len(texts)} "
+                        f"queries){hint}")
 
 
 def _span_overlaps(spans: pl.DataFrame, chunks: pl.DataFrame, chunk_ids: list[str]) -> dict[str, int] | None:
@@ -178,7 +220,8 @@ def _chunk_table(title: str, rows: tuple[RankedChunk, ...], spans: bool, width: 
         t.add_column("span chars", justify="right", no_wrap=True)
     t.add_column("text", ratio=1)
     for c in rows:
-        star = "[bold yellow]★[/bold yellow]" if c.relevant else ""
+        star = "[bold yellow]★[/bold yellow]" if c.relevant else "[bold magenta]◆[/bold magenta]" if c.answers \
+            else ""
         cells = [str(c.rank), star, f"{c.score:.4f}", f"{c.doc_id}\n[dim]{c.chunk_id}[/dim]"]
         if spans:
             cells.append("–" if c.span_overlap is None else str(c.span_overlap))
@@ -233,6 +276,11 @@ def render_explanation(e: Explanation, show: int = 10, width: int = 160) -> Grou
         near = e.near_misses[:show]
         parts.append(_chunk_table(f"near misses: what ranked above it (showing {len(near)} of "
                                   f"{len(e.near_misses)})", near, has_spans, width))
+    holes = e.likely_holes if e.labelled and r is not None else tuple(c for c in e.ranked if c.likely_hole)
+    if e.labelled and holes:
+        parts.append(Text(f"◆ {len(holes)} chunk(s) not labelled relevant hold an answer string of the row "
+                          f"({', '.join(dict.fromkeys(c.doc_id for c in holes[:5]))}): likely holes in the labels; "
+                          f"judge them with `ragbench judge pool {e.sweep_id}`", style="magenta"))
     if e.labelled and e.missing_relevant_docs and r is not None:
         parts.append(Text(f"Relevant documents not retrieved at all: {', '.join(e.missing_relevant_docs)}",
                           style="yellow"))

@@ -4,6 +4,7 @@ read back by ``query_texts``."""
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from ragbench.results.store import ResultStore
 
@@ -21,3 +22,85 @@ def test_query_texts_are_stored_once_per_fingerprint_and_read_back(tmp_path):
     assert store.query_texts("fp-unknown") == {}
     classes = store.query("SELECT query_id, query_class FROM queries WHERE dataset_fingerprint = 'fp-a' ORDER BY 1")
     assert classes.rows() == [("q1", "git"), ("q2", None), ("q3", None)]
+
+
+SWEEP = """name: texts-test
+dataset:
+  format: folder
+  path: {path}
+chunkers:
+  - kind: markdown
+    max_tokens: 64
+retrievers:
+  - kind: bm25
+metrics:
+  cutoffs: [1, 3, 5]
+  primary: ndcg@5
+output:
+  mlflow: false
+"""
+
+
+def _texts_sweep(tmp_path, settings):
+    from conftest import write_config
+
+    from ragbench.config import load_config
+    from ragbench.sweep import run_sweep
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "stash.md").write_text("# Stashing\n\nStashing saves unfinished work. The command is git stash push; "
+                                   "it takes a message with -m.\n", encoding="utf-8")
+    (root / "cheatsheet.md").write_text("# Cheat sheet\n\nHow do I stash my changes? To stash my changes: "
+                                        "git stash push. Stash my changes often.\n", encoding="utf-8")
+    (root / "branch.md").write_text("# Branches\n\nA branch is a movable pointer to a commit.\n", encoding="utf-8")
+    (root / "rebase.md").write_text("# Rebasing\n\nRebase replays commits onto another base.\n", encoding="utf-8")
+    (root / "questions.csv").write_text(
+        "id,question,doc,answer\n"
+        "q-stash,How do I stash my changes?,stash.md,git stash push\n"
+        "q-list,Which command shows the stash list?,stash.md,git stash list\n"
+        "q-branch,What is a branch?,branch.md,\n"
+        "q-rebase,What does rebase do?,rebase.md,\n", encoding="utf-8")
+    cfg = load_config(write_config(tmp_path / "sweep.yaml", SWEEP.format(path=root)))
+    result = run_sweep(cfg, settings)
+    assert result.n_failed == 0
+    return result
+
+
+def test_explain_finds_a_query_by_its_text_and_marks_near_misses_holding_an_answer(tmp_path, settings, home):
+    from typer.testing import CliRunner
+
+    from ragbench.cli import app
+    from ragbench.core.errors import RagbenchError
+    from ragbench.reporting.explain import explain, render_explanation
+
+    result = _texts_sweep(tmp_path, settings)
+    store = ResultStore(home / "results.duckdb")
+    sweep = store.sweep(result.sweep_id)
+    assert store.query_texts(sweep["dataset_fingerprint"]) == {
+        "q-stash": "How do I stash my changes?", "q-list": "Which command shows the stash list?",
+        "q-branch": "What is a branch?", "q-rebase": "What does rebase do?"}
+    config = result.outcomes[0].config_id
+
+    e = explain(store, result.sweep_id, config, "STASH   my", settings=settings)  # case and spaces do not matter
+    assert e.query_id == "q-stash" and explain(store, result.sweep_id, config, "q-stash").query_id == "q-stash"
+    ranks = {c.doc_id: c for c in e.ranked}
+    hole = ranks["cheatsheet.md"]
+    assert hole.answers == ("git stash push",) and hole.likely_hole  # not labelled, yet it holds the answer
+    assert ranks["stash.md"].relevant and not ranks["stash.md"].likely_hole
+    assert hole.rank < ranks["stash.md"].rank and e.likely_holes == (hole,)  # it beat the labelled page
+    assert all(not c.answers for d, c in ranks.items() if d not in ("cheatsheet.md", "stash.md"))
+    from rich.console import Console
+
+    console = Console(width=160, record=True)
+    console.print(render_explanation(e))
+    shown = " ".join(console.export_text().split())  # rich wraps long lines
+    assert "◆" in shown and "likely holes in the labels" in shown and f"ragbench judge pool {result.sweep_id}" in shown
+
+    with pytest.raises(RagbenchError, match=r"'stash' is in 2 questions of .*q-stash 'How do I stash my changes\?'"
+                       r"; q-list 'Which command shows the stash list\?'; give more of the text"):
+        explain(store, result.sweep_id, config, "stash", settings=settings)
+    with pytest.raises(RagbenchError, match=r"did you mean q-branch 'What is a branch\?'"):
+        explain(store, result.sweep_id, config, "what is a brnach", settings=settings)
+    run = CliRunner().invoke(app, ["explain", result.sweep_id, config, "stash", "--home", str(home)])
+    assert run.exit_code != 0 and "is in 2 questions" in run.output and "Traceback" not in run.output
