@@ -134,7 +134,7 @@ def _run(req: _GateRequest):
     candidate = select_candidate(cfg.expand(), choice, str(config))
     preflight(cfg, settings)
     sweep_spec = json.loads(ResultStore(db).sweep(live.sweep_id)["spec_json"])
-    ds = load_dataset_checked(sweep_spec["dataset"], live.dataset_fingerprint)
+    ds = load_dataset_checked(sweep_spec["dataset"], live.dataset_fingerprint, home=settings.home)
     mine = load_dataset(cfg.dataset, Path(settings.home) / "cache")
     if mine.fingerprint != ds.fingerprint:
         raise GateInputError(f"{config}: the candidate's dataset (fingerprint {mine.fingerprint}) is not the one "

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from mlflow.pyfunc import PythonModel as _PythonModel  # ~2.5 s to import: promotion/explain load serving lazily
 
 from ragbench.config import CHUNKERS, RETRIEVERS, DatasetSpec, EmbedderSpec, IndexSpec, RunConfig
 from ragbench.core.cache import ChunkCache, VectorCache
@@ -78,7 +77,7 @@ def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dic
     RagbenchError
         Chunks are not cached and no dataset spec was given, or the dataset changed since (fingerprint differs).
     """
-    from ragbench.chunking import chunk_corpus
+    from ragbench.chunking import chunk_corpus_incremental
 
     cache = ChunkCache(Path(home) / "cache")
     key = ChunkCache.key(dataset_fingerprint, chunker)
@@ -87,18 +86,21 @@ def load_chunks(chunker, dataset_fingerprint: str, home: Path, dataset_spec: dic
         if dataset_spec is None:
             raise RagbenchError(f"chunks of dataset {dataset_fingerprint} are not in the cache under {home} and no "
                                 "dataset spec was given to rebuild them")
-        ds = load_dataset_checked(dataset_spec, dataset_fingerprint)
-        return chunk_corpus(ds, chunker)
+        ds = load_dataset_checked(dataset_spec, dataset_fingerprint, home=home)
+        return chunk_corpus_incremental(ds, chunker, cache.root / "by-document")[0]
 
     chunks, _ = cache.get_or_build(key, build)
     return chunks
 
 
-def load_dataset_checked(dataset_spec: dict, dataset_fingerprint: str):
-    """Load the dataset a sweep used and refuse it if its files changed since (the fingerprint differs)."""
+def load_dataset_checked(dataset_spec: dict, dataset_fingerprint: str, *, home: Path | None = None):
+    """Load the dataset a sweep used and refuse it if its files changed since (the fingerprint differs).
+
+    With ``home``, its ``cache/`` is the conversion cache the sweep filled (as :func:`ragbench.data.load_dataset`
+    takes it): a folder of converted files is read back, not converted again."""
     from ragbench.data import load_dataset
 
-    ds = load_dataset(DatasetSpec.model_validate(dataset_spec))
+    ds = load_dataset(DatasetSpec.model_validate(dataset_spec), Path(home) / "cache" if home is not None else None)
     if ds.fingerprint != dataset_fingerprint:
         raise RagbenchError(f"the dataset at {dataset_spec.get('path')} changed since the sweep: fingerprint "
                             f"{ds.fingerprint} != {dataset_fingerprint}; rerun the sweep on the current data")
@@ -149,7 +151,8 @@ class ProductionRetriever:
         r = parsed.retriever
         if (r.filter or r.parents) and dataset_spec is None:
             raise RagbenchError("this config filters on metadata or returns parents: it needs the dataset spec")
-        corpus = (load_dataset_checked(dataset_spec, dataset_fingerprint).corpus if (r.filter or r.parents)
+        corpus = (load_dataset_checked(dataset_spec, dataset_fingerprint, home=settings.home).corpus
+                  if (r.filter or r.parents)
                   else chunks.select("doc_id").unique().with_columns(title=pl.lit(""), text=pl.lit(""),
                                                                       metadata=pl.lit("{}")))
         collection = config_collection(spec, dataset_fingerprint)
@@ -237,43 +240,59 @@ def model_payload(spec: dict, dataset_fingerprint: str, home: Path, dataset_spec
             "dataset": dataset_spec, "name": name, "sweep_id": sweep_id, "config_id": config_id, "top_k": top_k}
 
 
-class RetrieverModel(_PythonModel):
-    """``mlflow.pyfunc`` wrapper: ``predict`` answers queries with the registered configuration.
+def __getattr__(name: str):
+    """``RetrieverModel`` is built on first use: its base class is MLflow's, and importing MLflow takes seconds (10 s
+    on a loaded 2-core machine) that ``explain``, ``gate`` and the other users of this module do not need."""
+    if name == "RetrieverModel":
+        cls = globals()["RetrieverModel"] = _retriever_model_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    Input: a pandas DataFrame with a ``query`` column, a list of strings, or one string. Output: a pandas
-    DataFrame with one row per (query, document rank): ``query_index, query, rank, doc_id, chunk_id, score, text``;
-    ``top_k`` documents per query (stored with the model, default 10). ``RAGBENCH_SERVING_HOME`` overrides the
-    home recorded at promotion time (the cache and collections must be there).
-    """
 
-    # Inputs are validated in ``predict`` (a DataFrame with a ``query`` column, or strings); this tells MLflow not to
-    # wrap ``predict`` for type-hint validation (and not to warn at import that it has no type hints).
-    _skip_type_hint_validation = True
+def _retriever_model_class() -> type:
+    from mlflow.pyfunc import PythonModel
 
-    def load_context(self, context) -> None:
-        from ragbench.core.settings import Settings
+    class RetrieverModel(PythonModel):
+        """``mlflow.pyfunc`` wrapper: ``predict`` answers queries with the registered configuration.
 
-        payload = json.loads(Path(context.artifacts[CONFIG_ARTIFACT]).read_text())
-        self.payload = payload
-        settings = Settings.from_env()  # the serving process is an edge: its environment may move the home
-        settings = settings.with_home(settings.serving_home or payload["home"])
-        self.retriever = ProductionRetriever.from_config(payload["spec"], payload["dataset_fingerprint"], settings,
-                                                         payload.get("dataset"))
+        Input: a pandas DataFrame with a ``query`` column, a list of strings, or one string. Output: a pandas
+        DataFrame with one row per (query, document rank): ``query_index, query, rank, doc_id, chunk_id, score, text``;
+        ``top_k`` documents per query (stored with the model, default 10). ``RAGBENCH_SERVING_HOME`` overrides the
+        home recorded at promotion time (the cache and collections must be there).
+        """
 
-    def predict(self, context, model_input, params: dict | None = None):
-        import pandas as pd
+        # Inputs are validated in ``predict`` (a DataFrame with a ``query`` column, or strings); this tells MLflow not
+        # to wrap ``predict`` for type-hint validation (and not to warn at import that it has no type hints).
+        _skip_type_hint_validation = True
 
-        if isinstance(model_input, str):
-            queries = [model_input]
-        elif isinstance(model_input, pd.DataFrame):
-            if "query" not in model_input.columns:
-                raise RagbenchError(f"input DataFrame needs a 'query' column, got {list(model_input.columns)}")
-            queries = model_input["query"].astype(str).tolist()
-        elif isinstance(model_input, (list, tuple)):
-            queries = [str(q) for q in model_input]
-        else:
-            raise RagbenchError(f"input must be a DataFrame with a 'query' column or a list of strings, got "
-                                f"{type(model_input).__name__}")
-        k = int((params or {}).get("k", self.payload.get("top_k", 10)))
-        out = self.retriever.search_documents(queries, k)
-        return out.select("query_index", "query", "rank", "doc_id", "chunk_id", "score", "text").to_pandas()
+        def load_context(self, context) -> None:
+            from ragbench.core.settings import Settings
+
+            payload = json.loads(Path(context.artifacts[CONFIG_ARTIFACT]).read_text())
+            self.payload = payload
+            settings = Settings.from_env()  # the serving process is an edge: its environment may move the home
+            settings = settings.with_home(settings.serving_home or payload["home"])
+            self.retriever = ProductionRetriever.from_config(payload["spec"], payload["dataset_fingerprint"], settings,
+                                                             payload.get("dataset"))
+
+        def predict(self, context, model_input, params: dict | None = None):
+            import pandas as pd
+
+            if isinstance(model_input, str):
+                queries = [model_input]
+            elif isinstance(model_input, pd.DataFrame):
+                if "query" not in model_input.columns:
+                    raise RagbenchError(f"input DataFrame needs a 'query' column, got {list(model_input.columns)}")
+                queries = model_input["query"].astype(str).tolist()
+            elif isinstance(model_input, (list, tuple)):
+                queries = [str(q) for q in model_input]
+            else:
+                raise RagbenchError(f"input must be a DataFrame with a 'query' column or a list of strings, got "
+                                    f"{type(model_input).__name__}")
+            k = int((params or {}).get("k", self.payload.get("top_k", 10)))
+            out = self.retriever.search_documents(queries, k)
+            return out.select("query_index", "query", "rank", "doc_id", "chunk_id", "score", "text").to_pandas()
+
+    # pickled by reference as ragbench.promotion.serving.RetrieverModel (this module's __getattr__ finds it)
+    RetrieverModel.__qualname__ = "RetrieverModel"
+    return RetrieverModel

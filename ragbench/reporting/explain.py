@@ -132,7 +132,7 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
         raise RagbenchError(f"config {cfg['name']} did not finish in sweep {sweep_id}: {cfg['error']}")
     spec = json.loads(cfg["spec_json"])
     dataset_spec = json.loads(sweep["spec_json"])["dataset"]
-    ds = load_dataset_checked(dataset_spec, sweep["dataset_fingerprint"])
+    ds = load_dataset_checked(dataset_spec, sweep["dataset_fingerprint"], home=home)
 
     query_id = resolve_query(dict(ds.queries.select("query_id", "text").iter_rows()), query_id,
                              f"dataset {ds.name} of sweep {sweep_id}")

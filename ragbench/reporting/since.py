@@ -251,7 +251,8 @@ def query_texts(store: ResultStore, sweep_id: str) -> dict[str, str]:
 
     sweep = store.sweep(sweep_id) or {}
     try:
-        ds = load_dataset_checked(store.sweep_spec(sweep_id).get("dataset") or {}, sweep.get("dataset_fingerprint"))
+        ds = load_dataset_checked(store.sweep_spec(sweep_id).get("dataset") or {}, sweep.get("dataset_fingerprint"),
+                                  home=store.path.parent)
     except Exception as e:  # the flips are still listed by id
         log.info("query texts of sweep %s not at hand: %s", sweep_id, str(e).splitlines()[0][:200] if str(e) else e)
         return {}
