@@ -42,6 +42,8 @@ def option_parameter(opt) -> inspect.Parameter:
     ann = _plain(opt.field.annotation)
     if typing.get_origin(ann) in (Union, types.UnionType) and bool in typing.get_args(ann):
         ann = bool  # true/false on the command line; the mapping form only in a sweep file
+    elif typing.get_origin(ann) in (Union, types.UnionType) and float in typing.get_args(ann):
+        ann = float  # holdout: the share on the command line; the mapping form only in a sweep file
     help_text = "; ".join(p for p in (opt.field.description or opt.name.replace("_", " "),
                                       CLI_DEFAULTS.get(opt.name, "")) if p)
     help_text = re.sub(r"<([^<>\s]+)>", r"`<\1>`", help_text)  # markdown help would drop <measure> as HTML

@@ -338,7 +338,7 @@ def datasets_validate(
     try:
         spec = _spec_for(path, config, given or {})
         ds, details = spec.load_with_details(Settings.from_env(home=home).home / "cache")
-        split_line = holdout_split(ds.queries, ds.qrels, spec.holdout, spec.seed).describe() \
+        split_line = holdout_split(ds.queries, ds.qrels, spec.holdout_fraction, spec.seed).describe() \
             if spec.holdout is not None else None
     except ValidationError as e:
         fail(RagbenchError("invalid dataset options: " + "; ".join(

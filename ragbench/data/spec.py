@@ -29,7 +29,7 @@ from ragbench.core.progress import log
 from ragbench.core.registry import Registry
 from ragbench.core.spec import Spec
 from ragbench.data.dataset import Dataset
-from ragbench.data.holdout import holdout_split
+from ragbench.data.holdout import HoldoutOptions, holdout_fraction, holdout_split
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,10 @@ class DatasetSpec(Spec):
     max_queries: int | None = Field(None, gt=0, description="evaluate a seeded sample of this many queries")
     max_docs: int | None = Field(None, gt=0, description="keep all judged docs plus seeded distractors up to this many")
     seed: int = Field(0, description="seed of the query and document samples and of the held-out split")
-    holdout: float | None = Field(None, gt=0, lt=1, description="hold out this share of the labelled queries "
-                                  "(seeded by seed, stratified by class): the sweep ranks on the rest and measures "
-                                  "every config on the held-out set as heldout/<measure>")
+    holdout: float | HoldoutOptions | None = Field(
+        None, description="hold out this share of the labelled queries (seeded by seed, stratified by class): the "
+        "sweep ranks on the rest and measures every config on the held-out set as heldout/<measure>; "
+        "{fraction: 0.3, repeats: 20} also reports how stable the pick is over 20 seeded splits")
     labels: Literal["human", "human+assessor"] = Field(
         "human", description="which added judgments (`ragbench judge merge`: judgments.csv of a folder, "
         "qrels/<split>.judged.tsv of BEIR) count besides the dataset's own labels: human = a person's, "
@@ -115,6 +116,21 @@ class DatasetSpec(Spec):
                              f"(format is {data.get('format', DATASET_FORMATS.default)!r})")
         return data
 
+    @field_validator("holdout")
+    @classmethod
+    def _holdout(cls, v):
+        """A float strictly between 0 and 1; the mapping form with one repeat is that float (the same keys)."""
+        if isinstance(v, HoldoutOptions):
+            return v.fraction if v.repeats == 1 else v
+        if v is not None and not 0 < v < 1:
+            raise ValueError(f"holdout must lie strictly between 0 and 1, got {v:g}")
+        return v
+
+    @property
+    def holdout_fraction(self) -> float | None:
+        """The held-out share of either form of ``holdout`` (None: no held-out set)."""
+        return holdout_fraction(self.holdout)
+
     @field_validator("format")
     @classmethod
     def _registered(cls, v):
@@ -138,7 +154,7 @@ class DatasetSpec(Spec):
         heavy work) and logged: what :func:`ragbench.data.load_dataset` does."""
         ds = self.load(cache_root)
         if self.holdout is not None:
-            split = holdout_split(ds.queries, ds.qrels, self.holdout, self.seed)
+            split = holdout_split(ds.queries, ds.qrels, self.holdout_fraction, self.seed)
             log.info("dataset %s: %s", ds.name, split.describe())
         return ds
 

@@ -32,7 +32,8 @@ from ragbench.data.labels import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.comparison import Comparison, compare_configs
 from ragbench.reporting.columns import leaderboard_measures
-from ragbench.reporting.heldout import WinnerHeldOut
+from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
+from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
 from ragbench.reporting.since import ConfigRef, SincePrevious, StatOptions, since_previous
@@ -77,6 +78,12 @@ class SweepReport:
         (:func:`ragbench.evaluation.metrics.unreached_depth`), so their value was computed on a shallower list.
     winner_heldout : WinnerHeldOut or None
         The winner's tuning and held-out scores on the primary measure, when the sweep has a held-out set.
+    questions_needed : tuple of QuestionsNeeded
+        For each config tied with the best, the questions a paired test needs to tell them apart
+        (:func:`ragbench.reporting.decision.questions_needed_rows`).
+    holdout_repeats : HoldoutRepeats or None
+        How stable the pick is over repeated held-out splits, when ``dataset.holdout`` asks for repeats
+        (:func:`ragbench.reporting.heldout.holdout_repeats`).
     dataset_warnings : tuple of str
         What the reader must know about the questions before trusting the means: synthetic questions that reuse
         their passage's words, synthetic and real questions mixed
@@ -113,6 +120,8 @@ class SweepReport:
     mlflow_run_id: str | None
     shallow: dict[str, dict[str, int]] = field(default_factory=dict)
     winner_heldout: WinnerHeldOut | None = None
+    questions_needed: tuple[QuestionsNeeded, ...] = ()
+    holdout_repeats: HoldoutRepeats | None = None
     dataset_warnings: tuple[str, ...] = ()
     costs: pl.DataFrame | None = None
     completion: SweepCompletion | None = None
@@ -177,9 +186,9 @@ class SweepReport:
         others = board.filter(pl.col("config_id") != self.best)
         beaten = int(others["worse_than_best"].sum()) if others.height else 0
         if len(tied) > 3:  # a long list reads as noise: name the closest runners-up, count the rest
-            tied_text = f"{', '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
+            tied_text = f"{'; '.join(tied[:3])} and {len(tied) - 3} more (not significantly different)"
         else:
-            tied_text = ", ".join(tied) if tied else "none"
+            tied_text = "; ".join(tied) if tied else "none"  # labels hold ", "
         return (f"{self.label_of(self.best)} wins on {self.primary}: {best['mean']:.3f} [{best['ci_low']:.3f}, "
                 f"{best['ci_high']:.3f}]; tied with: {tied_text}; significantly better than {beaten} of "
                 f"{others.height}")
@@ -315,7 +324,10 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         configs=configs, summary=summary, shallow=shallow, comparisons=comparisons,
         recall_curves=_recall_curves(pq, names), per_class=_per_class(pq, primary, names),
         chunk_stats=_chunk_stats(store, sweep_id, names), mlflow_run_id=sweep.get("mlflow_run_id"),
-        winner_heldout=winner, costs=_costs(summary, primary, comparisons, stored, configs),
+        winner_heldout=winner, questions_needed=questions_needed_rows(pq, comparisons.get(primary), names, labels),
+        holdout_repeats=holdout_repeats(pq, comparisons.get(primary), json.loads(sweep.get("spec_json") or "{}"),
+                                        labels),
+        costs=_costs(summary, primary, comparisons, stored, configs),
         completion=sweep_completion(store, sweep_id), **_sections(store, sweep_id, primary, comparisons, labels, opts),
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
 

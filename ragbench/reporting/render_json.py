@@ -14,12 +14,17 @@ def report_json(report: SweepReport) -> str:
     "value": mean}``), ``sweep_id``, whether the sweep finished (``finished, configs_done, configs_total``),
     ``since_previous`` (:meth:`~ragbench.reporting.since.SincePrevious.as_dict`; null with ``since_previous_reason``
     when there is no previous sweep) and ``vs_production`` (:meth:`~ragbench.reporting.vs_production.VsProduction.
-    as_dict`; null with ``vs_production_reason`` when nothing live compares), one object per line."""
+    as_dict`; null with ``vs_production_reason`` when nothing live compares), ``questions_needed`` (per config tied
+    with the best: :meth:`~ragbench.reporting.decision.QuestionsNeeded.as_dict`) and ``holdout_repeats``
+    (:meth:`~ragbench.reporting.heldout.HoldoutRepeats.as_dict`; null without repeated splits), one object per
+    line."""
     done = report.completion.as_dict() if report.completion is not None else {}
     sections = {"since_previous": report.since_previous.as_dict() if report.since_previous else None,
                 "since_previous_reason": report.since_note,
                 "vs_production": report.vs_production.as_dict() if report.vs_production else None,
-                "vs_production_reason": None if report.vs_production else report.production_note}
+                "vs_production_reason": None if report.vs_production else report.production_note,
+                "questions_needed": [q.as_dict() for q in report.questions_needed],
+                "holdout_repeats": report.holdout_repeats.as_dict() if report.holdout_repeats else None}
     return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
                                      "sweep_id": report.sweep_id, **done, **sections}
                                     for r in report.board.dicts()]))

@@ -13,6 +13,7 @@ import polars as pl
 
 from ragbench.reporting.cells import display_rows, sweep_columns, value_cell
 from ragbench.reporting.columns import LEADERBOARD_MEASURES
+from ragbench.reporting.decision import decision_lines
 from ragbench.reporting.headline import Headline, build_headline
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport
@@ -42,6 +43,8 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
     parts += [f"> **Warning:** {w}\n" for w in report.dataset_warnings]
     if report.winner_heldout:
         parts += [report.winner_heldout.sentence(), ""]
+    parts += [line for text in decision_lines(report.questions_needed, report.holdout_repeats, limit) for line in
+              (text, "")]
     parts.append(to_markdown(cols, shown))
     if limit is not None and len(rows) > limit:
         parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")

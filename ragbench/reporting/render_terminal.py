@@ -13,6 +13,7 @@ from ragbench.evaluation.metrics import unreached_depth
 from ragbench.evaluation.comparison import Comparison
 from ragbench.reporting.cells import display_rows, fmt, report_columns, sweep_columns
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, shallow_notes
+from ragbench.reporting.decision import decision_lines
 from ragbench.reporting.headline import Headline, build_headline
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport
@@ -32,6 +33,7 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
                      caption="\n".join([*([f"warning: {report.unfinished}"] if report.unfinished else []),
                                          build_headline(report).verdict, *([report.winner_heldout.sentence()]
                                                             if report.winner_heldout else []),
+                                         *decision_lines(report.questions_needed, report.holdout_repeats, 3),
                                          *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
                                          *cost_summary(report.costs, report.primary)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])

@@ -39,7 +39,7 @@ class EvaluationSpec:
     @classmethod
     def of(cls, cfg: SweepConfig) -> "EvaluationSpec":
         return cls(cfg.metrics, cfg.diagnostics, cfg.ann_fidelity, cfg.generation, cfg.query_classes,
-                   cfg.dataset.holdout, cfg.dataset.seed)
+                   cfg.dataset.holdout_fraction, cfg.dataset.seed)
 
     def canonical(self) -> dict:
         """Every field's canonical dict: part of each config's evaluation key."""

@@ -62,7 +62,9 @@ def test_report_shows_the_winners_tuning_and_held_out_scores_and_the_drop(tmp_pa
     assert (w.n_tuning, w.n_heldout, w.n_configs) == (tuning.len(), held.len(), 2)
     numbers = (f"tuning {tuning.mean():.3f} ({tuning.len()} q) · held-out {held.mean():.3f} ({held.len()} q) · "
                f"drop (tuning − held-out) {tuning.mean() - held.mean():+.3f}")
-    curse = f"Winner's curse: the best of 2 configs on {tuning.len()} tuning questions is optimistic"
+    drop = tuning.mean() - held.mean()  # the sentence states it with its sign: a rise is no winner's curse
+    curse = (f"Winner's curse: the best of 2 configs on {tuning.len()} tuning questions is optimistic" if drop > 0
+             else f"The held-out score is {-drop:.3f} above the tuning score: no winner's curse shows")
     # every config's held-out score is a column right after the primary it was ranked on
     assert rep.measures[:2] == ("ndcg_at_10", "heldout_ndcg_at_10")
     md = leaderboard_markdown(rep)
@@ -76,7 +78,7 @@ def test_report_shows_the_winners_tuning_and_held_out_scores_and_the_drop(tmp_pa
                                    str(home)], terminal_width=400)
     assert out.exit_code == 0, out.output
     flat = " ".join(out.output.split())
-    assert " ".join(numbers.split()) in flat and "Winner's curse" in flat
+    assert " ".join(numbers.split()) in flat and curse in flat
     sweep_md = leaderboard_text(result, "markdown")
     assert numbers.replace(f" ({held.len()} q)", "") in sweep_md and curse in sweep_md  # n held out: not in outcomes
     assert "heldout_ndcg_at_10" in sweep_md.splitlines()[0]
