@@ -10,7 +10,7 @@ from ragbench.core.progress import log
 from ragbench.core.redact import redact
 from ragbench.results.outcomes import ConfigFailure, ConfigResult
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import ConfigRun, Tracker
+from ragbench.results.tracking import ConfigRun, Tracker, with_questions
 
 
 
@@ -39,6 +39,9 @@ def record(result: ConfigResult, sweep_id: str, store: ResultStore, tracker: Tra
     if result.answers is not None:
         tables["answers.parquet"] = result.answers
     try:
+        # the question beside each id in MLflow's per-query table
+        tables["per_query.parquet"] = with_questions(tables["per_query.parquet"],
+                                                     store.query_texts(result.dataset_fingerprint))
         run = ConfigRun(parent_run, sweep_id, result.config_id, result.name, result.spec, result.dataset_fingerprint)
         run_id = tracker.log_config_result(
             run, metrics={**result.means(), **evidence_metric(result.n_without_evidence)},

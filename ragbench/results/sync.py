@@ -9,7 +9,8 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.results.record import evidence_metric
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import ConfigRun, Tracker, check_tracking_server, default_tracking_uri, sweep_params
+from ragbench.results.tracking import (ConfigRun, Tracker, check_tracking_server, default_tracking_uri, sweep_params,
+                                       with_questions)
 
 
 def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
@@ -49,7 +50,7 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
                 evidence = store.without_evidence(sid, config_id)
                 metrics = {**store.config_means(sid, config_id), **evidence_metric(evidence)}
                 stats = dict(store.chunk_stats(sid, config_id).select("stat", "value").iter_rows())
-                per_query = store.query_metrics(sid, config_id)
+                per_query = with_questions(store.query_metrics(sid, config_id), store.query_texts(fingerprint))
                 rankings = store.rankings(sid, config_id)
                 run_id = tracker.log_config_result(
                     run, metrics=metrics, chunk_stats=stats,

@@ -164,14 +164,30 @@ def metric_key(name: str) -> str:
     return measure_key(name)
 
 
+def with_questions(per_query: pl.DataFrame, texts: dict[str, str]) -> pl.DataFrame:
+    """``per_query`` with a ``question`` column (the text of each query id, from
+    :meth:`ragbench.results.store.ResultStore.query_texts`; null for an id without one), right after
+    ``query_id``; unchanged when ``texts`` is empty."""
+    if not texts or "query_id" not in per_query.columns:
+        return per_query
+    q = pl.DataFrame({"query_id": list(texts), "question": list(texts.values())},
+                     schema={"query_id": pl.String, "question": pl.String})
+    out = per_query.drop("question", strict=False).join(q, on="query_id", how="left", maintain_order="left")
+    cols = [c for c in per_query.columns if c != "question"]
+    at = cols.index("query_id") + 1
+    return out.select([*cols[:at], "question", *cols[at:]])
+
+
 def per_query_wide(per_query: pl.DataFrame) -> pl.DataFrame:
-    """``query_id, query_class`` and one column per measure key (NaN for an unlabelled query: JSON has no NaN,
-    so it becomes null), from the long ``query_id, query_class, measure, value`` table."""
+    """``query_id``, ``question`` (when the long table has one: :func:`with_questions`), ``query_class`` and one
+    column per measure key (NaN for an unlabelled query: JSON has no NaN, so it becomes null), from the long
+    ``query_id, query_class, measure, value`` table."""
     if per_query.is_empty():
         return pl.DataFrame({"query_id": [], "query_class": []}, schema={"query_id": pl.String,
                                                                          "query_class": pl.String})
+    index = ["query_id", *(["question"] if "question" in per_query.columns else []), "query_class"]
     wide = (per_query.with_columns(pl.col("value").fill_nan(None))
-            .pivot(on="measure", index=["query_id", "query_class"], values="value", aggregate_function="first"))
+            .pivot(on="measure", index=index, values="value", aggregate_function="first"))
     return wide.sort("query_id")
 
 

@@ -41,7 +41,7 @@ output:
 """
 
 
-def _texts_sweep(tmp_path, settings):
+def _texts_sweep(tmp_path, settings, mlflow: bool = False):
     from conftest import write_config
 
     from ragbench.config import load_config
@@ -61,7 +61,8 @@ def _texts_sweep(tmp_path, settings):
         "q-list,Which command shows the stash list?,stash.md,git stash list\n"
         "q-branch,What is a branch?,branch.md,\n"
         "q-rebase,What does rebase do?,rebase.md,\n", encoding="utf-8")
-    cfg = load_config(write_config(tmp_path / "sweep.yaml", SWEEP.format(path=root)))
+    text = SWEEP.format(path=root).replace("mlflow: false", f"mlflow: {str(mlflow).lower()}")
+    cfg = load_config(write_config(tmp_path / "sweep.yaml", text))
     result = run_sweep(cfg, settings)
     assert result.n_failed == 0
     return result
@@ -104,3 +105,23 @@ def test_explain_finds_a_query_by_its_text_and_marks_near_misses_holding_an_answ
         explain(store, result.sweep_id, config, "what is a brnach", settings=settings)
     run = CliRunner().invoke(app, ["explain", result.sweep_id, config, "stash", "--home", str(home)])
     assert run.exit_code != 0 and "is in 2 questions" in run.output and "Traceback" not in run.output
+
+
+def test_mlflow_per_query_tables_carry_the_question_beside_the_id(tmp_path, settings, home):
+    import json
+    from pathlib import Path
+
+    from mlflow.tracking import MlflowClient
+
+    from ragbench.results.tracking import default_tracking_uri
+
+    result = _texts_sweep(tmp_path, settings, mlflow=True)
+    client = MlflowClient(default_tracking_uri(settings))
+    run_id = ResultStore(home / "results.duckdb").config(result.sweep_id, result.outcomes[0].config_id)["mlflow_run_id"]
+    table = json.loads(Path(client.download_artifacts(run_id, "per_query.json", str(tmp_path))).read_text())
+    assert table["columns"][:3] == ["query_id", "question", "query_class"]
+    rows = {r[0]: r[1] for r in table["data"]}
+    assert rows == {"q-stash": "How do I stash my changes?", "q-list": "Which command shows the stash list?",
+                    "q-branch": "What is a branch?", "q-rebase": "What does rebase do?"}
+    long = pl.read_parquet(client.download_artifacts(run_id, "per_query.parquet", str(tmp_path / "p")))
+    assert long.filter(pl.col("query_id") == "q-branch")["question"].unique().to_list() == ["What is a branch?"]
