@@ -8,6 +8,7 @@ from pathlib import Path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.results.record import evidence_metric
+from ragbench.results.night import log_night
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import (ConfigRun, Tracker, check_tracking_server, default_tracking_uri, sweep_params,
                                        with_questions)
@@ -58,6 +59,7 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
                     tables={"per_query.parquet": per_query, "rankings.parquet": rankings})
             store.set_config_mlflow_run(sid, config_id, run_id)
             uploaded += 1
+        log_night(tracker, store, sid, parent, fingerprint)  # the configs it reused: children of its run too
         if status != "running":
             tracker.client.set_terminated(parent, "FINISHED" if status == "finished" else "FAILED")
         log.info("sync-mlflow: sweep %s: %d config(s) uploaded to %s", sid, len(pending), uri)

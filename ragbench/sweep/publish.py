@@ -2,14 +2,18 @@
 
 :func:`publish_sweep` builds the sweep's report from DuckDB and writes it (self-contained HTML + plots, also under
 ``report/`` of the MLflow parent run), then puts on the parent run the best config's metrics, the configs tied
-with it and a markdown description (the leaderboard), and gives every config's child run its own plot (recall@k,
+with it, a markdown description under MLflow's 8,000 characters (the best rows of the leaderboard, linked to the
+full one, ``report/leaderboard.md``), and on every config's child run of the sweep (reused ones included) its rank,
+the CI of the primary measure, its test against the best, its difference to production and its own plot (recall@k,
 primary measure per query class). The CLI and the Prefect flow call it after :func:`~ragbench.sweep.run_sweep`;
 in a notebook, call it yourself. Nothing here can fail the sweep: every step only warns.
 """
 
 from __future__ import annotations
 
+import math
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,8 +24,10 @@ from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.reporting.plots import config_plot
 from ragbench.reporting.model import SweepReport, build_report
-from ragbench.reporting.render_markdown import sweep_description
+from ragbench.reporting.cells import value_cell
+from ragbench.reporting.render_markdown import leaderboard_markdown, sweep_description
 from ragbench.reporting.write import write_html_report
+from ragbench.results.night import sweep_children
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import default_tracking_uri, open_tracker, run_url
 
@@ -73,17 +79,21 @@ def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Sett
         raise ConnectionError("MLflow is unavailable")
     run_id = report.mlflow_run_id
     best = report.best
-    url = run_url(default_tracking_uri(settings), tracker.client.get_run(run_id).info.experiment_id, run_id)
-    description = sweep_description(report, html, limit=20)
+    url = run_url(default_tracking_uri(settings), tracker.client.get_run(run_id).info.experiment_id, run_id,
+                  settings.mlflow_ui_url)
+    tracker.client.log_text(run_id, f"# sweep `{report.sweep_id}`\n\n{leaderboard_markdown(report)}\n",
+                            LEADERBOARD_ARTIFACT)
+    description = fitted_description(report, html, f"{url}/artifactPath/{LEADERBOARD_ARTIFACT}" if url else None)
     tracker.log_sweep_summary(
-        run_id, best_config_id=best, best_name=report.name_of(best), best_label=report.label_of(best),
+        run_id, best_config_id=best, best_name=report.label_of(best), best_label=report.label_of(best),
         best_metrics=store.config_means(report.sweep_id, best),
         tied_with_best=[report.label_of(c) for c in report.tied_with_best], description=description,
         primary=report.primary)
     _log_costs(tracker, report)
+    children = annotate_children(tracker, store, report)
     if config_plots:
-        _plot_configs(tracker, report)
-    log.info("MLflow: sweep %s summarized on run %s", report.sweep_id, url)
+        _plot_configs(tracker, report, children)
+    log.info("MLflow: sweep %s summarized on run %s", report.sweep_id, url or run_id)
     return url
 
 
@@ -102,9 +112,9 @@ def _log_costs(tracker, report: SweepReport) -> None:
     tracker.client.set_tag(run_id, "ragbench.cheapest_tied_with_best", cheapest[0] if cheapest else "none")
 
 
-def _plot_configs(tracker, report: SweepReport) -> None:
-    """``plots/config.png`` on every finished config's child run: its recall@k and per-class primary measure
-    against the best config's."""
+def _plot_configs(tracker, report: SweepReport, children: dict[str, str]) -> None:
+    """``plots/config.png`` on every finished config's child run of this sweep (``children``: config id -> run):
+    its recall@k and per-class primary measure against the best config's."""
     curves, per_class = report.recall_curves, report.per_class
 
     def curve(cid: str) -> list[tuple[int, float]]:
@@ -115,10 +125,84 @@ def _plot_configs(tracker, report: SweepReport) -> None:
 
     best = report.best
     best_curve, best_classes = curve(best), classes(best)
-    runs = report.configs.filter((pl.col("status") == "finished") & pl.col("mlflow_run_id").is_not_null())
+    finished = report.configs.filter(pl.col("status") == "finished")["config_id"].to_list()
     with tempfile.TemporaryDirectory() as tmp:
-        for cid, child in runs.select("config_id", "mlflow_run_id").iter_rows():
+        for cid, child in ((c, children[c]) for c in finished if c in children):
             path = config_plot(curve(cid), best_curve if cid != best else None, classes(cid),
                                best_classes if cid != best else None, Path(tmp) / cid / "config.png",
                                title=report.label_of(cid), measure=report.primary)
             tracker.client.log_artifact(child, str(path), artifact_path="plots")
+
+
+#: MLflow's longest tag value (characters): the parent run's description (``mlflow.note.content``) stays under it
+DESCRIPTION_LIMIT = 8000
+#: the full leaderboard, an artifact of the parent run (the description holds its best rows)
+LEADERBOARD_ARTIFACT = "report/leaderboard.md"
+
+
+def fitted_description(report: SweepReport, html: Path | str, link: str | None) -> str:
+    """The parent run's description, shorter than :data:`DESCRIPTION_LIMIT` characters (MLflow cuts a longer one
+    and warns): :func:`~ragbench.reporting.render_markdown.sweep_description` with the best 20 rows, else 10, 5,
+    3 or 1, and under its title a line pointing to the full leaderboard (:data:`LEADERBOARD_ARTIFACT`, at
+    ``link`` when the UI's address is known); as a last resort cut at a line."""
+    where = f"[{LEADERBOARD_ARTIFACT}]({link})" if link else f"`{LEADERBOARD_ARTIFACT}`"
+    note = f"Full leaderboard: {where} (artifacts of this run)."
+    text = ""
+    for limit in (20, 10, 5, 3, 1):
+        head, _, rest = sweep_description(report, html, limit=limit).partition("\n")
+        text = f"{head}\n\n{note}\n{rest}"
+        if len(text) < DESCRIPTION_LIMIT:
+            return text
+    tail = f"\n\n… cut at MLflow's {DESCRIPTION_LIMIT:,} characters. {note}"
+    return text[:DESCRIPTION_LIMIT - len(tail) - 1].rsplit("\n", 1)[0] + tail
+
+
+def _paired_difference(values: pl.DataFrame, production: pl.DataFrame) -> tuple[float, int]:
+    """``(mean of config − production, n)`` over the queries both scored (``query_id, value``; NaN = unlabelled)."""
+    both = (values.join(production, on="query_id", suffix="_prod")
+            .filter(pl.col("value").is_not_nan() & pl.col("value_prod").is_not_nan()))
+    if both.is_empty():
+        return math.nan, 0
+    return float((both["value"] - both["value_prod"]).mean()), both.height
+
+
+def annotate_children(tracker, store: ResultStore, report: SweepReport) -> dict[str, str]:
+    """Put each config's place in the sweep on its child run (one ``log_batch`` per run) and return
+    ``config_id -> run id`` of the sweep's children.
+
+    Metrics: ``rank``, ``<primary>_ci_low``/``<primary>_ci_high`` (the report's 95 % bootstrap CI),
+    ``p_vs_best`` (Holm-adjusted, the report's test), ``tied_with_best`` and ``worse_than_best`` (1/0),
+    ``wins_vs_best``/``ties_vs_best``/``losses_vs_best`` and, when a promotion is live on the sweep's dataset,
+    ``<primary>_vs_production`` (mean of ``config − production`` over the queries both scored, production's values
+    as the report's "Against production" reads them) with ``n_vs_production``. Tags (rounded as every table):
+    ``ragbench.rank``, ``ragbench.status``, ``ragbench.mark`` (★ ≈ ▼), ``ragbench.tied_with_best``,
+    ``ragbench.<primary>`` (``"★ 0.7123 [0.650, 0.770]"``) and ``ragbench.vs_production``."""
+    from mlflow.entities import Metric, RunTag
+
+    children = {cid: r.info.run_id for cid, r in sweep_children(tracker, report.sweep_id).items()}
+    p, vp = report.primary, report.vs_production
+    production = (store.measure_values(vp.values_from, vp.production.config_id, p) if vp is not None else None)
+    ts = int(time.time() * 1000)
+    for row in report.board.dicts():
+        run = children.get(row["config_id"])
+        if run is None:
+            continue
+        tags = {"ragbench.rank": str(row["rank"]) if row["rank"] is not None else "none",
+                "ragbench.status": row["status"], "ragbench.primary": p}
+        metrics: dict[str, float | None] = {}
+        if row["rank"] is not None and row.get(p) is not None:
+            metrics = {"rank": row["rank"], f"{p}_ci_low": row[f"{p}_ci_low"], f"{p}_ci_high": row[f"{p}_ci_high"],
+                       "p_vs_best": row["p_vs_best"], "tied_with_best": float(bool(row["tied_with_best"])),
+                       "worse_than_best": float(bool(row["worse_than_best"])), "wins_vs_best": row["wins"],
+                       "ties_vs_best": row["ties"], "losses_vs_best": row["losses"]}
+            tags.update({"ragbench.mark": row[f"{p}_mark"], f"ragbench.{p}": value_cell(p, ci=True)(row),
+                         "ragbench.tied_with_best": str(bool(row["tied_with_best"])).lower()})
+            if production is not None:
+                diff, n = _paired_difference(store.measure_values(report.sweep_id, row["config_id"], p), production)
+                metrics.update({f"{p}_vs_production": diff, "n_vs_production": n})
+                tags["ragbench.vs_production"] = (f"{diff:+.4f} {p} over {n} queries vs production "
+                                                  f"{vp.production.label}" if n else "no shared queries")
+        tracker.client.log_batch(
+            run, metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items() if v is not None and v == v],
+            tags=[RunTag(k, v[:5000]) for k, v in tags.items()])
+    return children

@@ -1,6 +1,7 @@
-"""A sweep's MLflow lifecycle, apart from the orchestration: the parent run opened once the sweep id is known (each
-config's child run is logged by the result writer it is handed to), plots and the k sweep on the parent run, and
-the run closed with the sweep's status.
+"""A sweep's MLflow lifecycle, apart from the orchestration: the parent run opened once the sweep id is known, its
+params the sweep file's grid (:func:`grid_params`), each config's child run logged by the result writer it is
+handed to, plots and the k sweep on the parent run, and the run closed with the sweep's status once every config of
+the sweep is a child of it (reused ones too: :func:`ragbench.results.night.log_night`).
 
 The orchestrator sees only :class:`SweepTracking`: :func:`open_sweep_tracking` returns one (a no-op one when MLflow
 is off or unreachable: results then go to DuckDB only), and calls to it never raise.
@@ -17,8 +18,9 @@ import polars as pl
 from ragbench.config import SweepConfig
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
+from ragbench.results.night import log_night
 from ragbench.results.outcomes import ConfigOutcome
-from ragbench.results.tracking import open_tracker, sweep_params
+from ragbench.results.tracking import flatten, open_tracker, sweep_params
 
 #: the parent run's tag saying whether the sweep ran to its end (``true``/``false``)
 FINISHED_TAG = "ragbench.finished"
@@ -43,10 +45,12 @@ class NoTracking:
 
 
 class MlflowTracking:
-    """The sweep's MLflow parent run ``parent_run`` on ``tracker``."""
+    """The sweep's MLflow parent run ``parent_run`` on ``tracker``; ``writer`` (its ``store`` and ``sweep_id``) and
+    ``dataset_fingerprint`` give the reused configs' children at :meth:`close`."""
 
-    def __init__(self, tracker, parent_run: str):
+    def __init__(self, tracker, parent_run: str, writer=None, dataset_fingerprint: str = ""):
         self.tracker, self.parent_run = tracker, parent_run
+        self.writer, self.fingerprint = writer, dataset_fingerprint
 
     def log_k_sweep(self, table: pl.DataFrame, config_name: str) -> None:
         """The k-sweep table and its plot as artifacts of the parent run."""
@@ -62,8 +66,14 @@ class MlflowTracking:
             log.warning("MLflow: could not log the k sweep: %s", e)
 
     def close(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None:
-        """The sweep's plots, its counts, its status (FINISHED, or FAILED when a config failed) and
-        ``ragbench.finished = true``."""
+        """Every config a child (the reused ones logged now, not recomputed), the sweep's plots, its counts, its
+        status (FINISHED, or FAILED when a config failed) and ``ragbench.finished = true``."""
+        if self.writer is not None:
+            try:
+                log_night(self.tracker, self.writer.store, self.writer.sweep_id, self.parent_run, self.fingerprint)
+            except Exception as e:  # a busy store or server: `ragbench sync-mlflow` logs them later
+                log.warning("MLflow: could not log the reused configs under the sweep's run: %s",
+                            (str(e).splitlines() or [type(e).__name__])[0][:200])
         try:
             self.tracker.client.set_tag(self.parent_run, FINISHED_TAG, "true")  # every config evaluated
             _log_sweep_plots(self.tracker, self.parent_run, outcomes)
@@ -84,8 +94,7 @@ def open_sweep_tracking(settings: Settings, cfg: SweepConfig, experiment: str, s
     if tracker is None:
         return NoTracking()
     try:
-        parent_run = tracker.sweep_run(sweep_id, cfg.name, sweep_params(cfg.dataset.model_dump(mode="json"),
-                                                                        dataset_fingerprint))
+        parent_run = tracker.sweep_run(sweep_id, cfg.name, grid_params(cfg, dataset_fingerprint))
         writer.tracker = tracker
         writer.set_sweep_mlflow_run(parent_run)
         # false until close() says otherwise: a sweep killed part-way stays unfinished on MLflow too
@@ -97,7 +106,44 @@ def open_sweep_tracking(settings: Settings, cfg: SweepConfig, experiment: str, s
         log.warning("MLflow unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` later",
                     str(e).splitlines()[0][:200])
         return NoTracking()
-    return MlflowTracking(tracker, parent_run)
+    return MlflowTracking(tracker, parent_run, writer, dataset_fingerprint)
+
+
+#: MLflow's longest param value (characters)
+PARAM_LIMIT = 6000
+
+
+def _joined(parts) -> str:
+    return "; ".join(parts)[:PARAM_LIMIT] or "none"
+
+
+def _leaves(value, key: str, out: dict[str, str]) -> None:
+    """``value`` flattened under ``key``: dict keys and list positions joined by ``.`` (``chunkers.1.size``)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _leaves(v, f"{key}.{k}" if key else str(k), out)
+    elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        for i, v in enumerate(value):
+            _leaves(v, f"{key}.{i}", out)
+    else:
+        out.update(flatten({key: value}))
+
+
+def grid_params(cfg: SweepConfig, dataset_fingerprint: str) -> dict[str, str]:
+    """The parent run's params: the dataset (``dataset.*``, ``dataset_fingerprint``), the grid in words
+    (``chunkers``, ``models``, ``retrievers``: labels joined by ``; ``; ``k``: the cutoffs; ``primary``; ``configs``:
+    the grid's size) and the whole sweep file flattened under ``grid.`` (``grid.chunkers.1.size = 128``), so two
+    sweeps' parents differ in MLflow's compare view exactly where their files differ. Values are cut at MLflow's
+    6,000 characters."""
+    spec = cfg.canonical()
+    grid: dict[str, str] = {}
+    _leaves({k: v for k, v in spec.items() if k not in ("name", "dataset")}, "grid", grid)
+    return {**sweep_params(spec["dataset"], dataset_fingerprint),
+            "chunkers": _joined(c.name or c.explain() for c in cfg.chunkers),
+            "models": _joined(e.label for e in cfg.embedders),
+            "retrievers": _joined(r.name or r.explain() for r in cfg.retrievers),
+            "k": ",".join(str(k) for k in cfg.metrics.cutoffs), "primary": cfg.metrics.primary,
+            "configs": str(len(cfg.expand())), **{k: v[:PARAM_LIMIT] for k, v in grid.items()}}
 
 
 def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) -> None:
