@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -46,6 +47,29 @@ def _quiet_stdout() -> None:
         pass
 
 
+_BARE_ANGLE = re.compile(r"<([A-Za-z][^<>`\n]*)>")
+
+
+def _keep_angle_brackets() -> None:
+    """Typer renders help texts as Markdown, where ``<home>`` is an HTML tag and vanishes ("finished configs wait
+    in /spool"): every ``<word>`` outside backticks is shown as code instead, in every command's help."""
+    import typer.rich_utils as rich_utils
+
+    original = rich_utils._make_rich_text
+    if getattr(original, "keeps_angle_brackets", False):
+        return
+
+    def make_rich_text(*, text: str, style: str = "", markup_mode):
+        if markup_mode == rich_utils.MARKUP_MODE_MARKDOWN:
+            parts = re.split(r"(`[^`]*`)", text)  # odd parts are code already
+            text = "".join(p if i % 2 else _BARE_ANGLE.sub(r"`<\1>`", p) for i, p in enumerate(parts))
+        return original(text=text, style=style, markup_mode=markup_mode)
+
+    make_rich_text.keeps_angle_brackets = True
+    rich_utils._make_rich_text = make_rich_text
+
+
+_keep_angle_brackets()
 app = _Typer(
     help="Evaluate RAG retrieval configurations (chunking x embedding x retrieval) on your labelled queries.\n\n"
          "Results go to one local folder (--home, else $RAGBENCH_HOME, else a sweep file's output.home, else "
