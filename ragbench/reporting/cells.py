@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ragbench.reporting.label_coverage import JUDGED_CELL, coverage_header
 from ragbench.reporting.leaderboard import ANSWER_COLUMNS, Leaderboard
 from ragbench.reporting.tables import Column, number
 
@@ -41,6 +42,15 @@ def display_rows(board: Leaderboard) -> list[dict]:
     return rows
 
 
+def judged_columns(board: Leaderboard) -> list[Column]:
+    """The label-coverage column (``judged@k`` at the primary's cutoff) when any row has it: beside the primary,
+    two decimals, never marked (:mod:`ragbench.reporting.label_coverage`)."""
+    header = coverage_header(board.primary)
+    if header is None or not any(r.extra.get(JUDGED_CELL) is not None for r in board.rows):
+        return []
+    return [Column(header, JUDGED_CELL, number(2), numeric=True)]
+
+
 def report_columns(board: Leaderboard) -> list[Column]:
     """Display columns of a report's leaderboard: rank, chunker, model, retriever, the primary measure (mark and
     mean) and its CI always; then p and W/T/L against the best, the other measures, ms/query and queries."""
@@ -49,7 +59,7 @@ def report_columns(board: Leaderboard) -> list[Column]:
             Column("chunker", "chunker", required=True), Column("model", "model", required=True),
             Column("retriever", "retriever", required=True),
             Column(p, f"{p}__cell", numeric=True, required=True, style="bold"),
-            Column("95 % CI", "primary__ci", numeric=True, required=True),
+            Column("95 % CI", "primary__ci", numeric=True, required=True), *judged_columns(board),
             Column("p vs best", "p_vs_best", number(4), numeric=True),
             Column("W/T/L vs best", "wtl", numeric=True)]
     cols += [Column(m, f"{m}__cell", numeric=True) for m in board.measures if m != p]
@@ -72,7 +82,8 @@ def sweep_columns(board: Leaderboard) -> list[Column]:
     cols = [Column("#", "rank", number(0), numeric=True, required=True),
             Column("chunker", "chunker", required=True), Column("model", "model", required=True),
             Column("retriever", "retriever", required=True),
-            Column(board.primary, board.primary, number(4), numeric=True, required=True, style="bold")]
+            Column(board.primary, board.primary, number(4), numeric=True, required=True, style="bold"),
+            *judged_columns(board)]
     cols += [Column(m, m, number(4), numeric=True) for m in board.measures[1:]]
     if board.answers:  # the sweep asked an LLM
         cols += [Column(h, k, number(3), numeric=True) for h, k in ANSWER_COLUMNS]

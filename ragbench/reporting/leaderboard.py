@@ -17,6 +17,7 @@ from ragbench.config.labels import ConfigLabels
 from ragbench.data.holdout import heldout_key
 from ragbench.evaluation.metrics import unreached_depth
 from ragbench.generation.answering import VERDICTS
+from ragbench.reporting.label_coverage import JUDGED_CELL, coverage_key
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
 from ragbench.reporting.heldout import WinnerHeldOut
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
@@ -164,6 +165,7 @@ def winner_heldout(result: SweepResult) -> WinnerHeldOut | None:
 def sweep_leaderboard(result: SweepResult, measures: tuple[str, ...] = LEADERBOARD_MEASURES) -> Leaderboard:
     """The leaderboard of a sweep's outcomes (means only, no statistics): what the sweep prints when it ends."""
     cols = sweep_measures(result, measures)
+    judged = coverage_key(result.primary)  # label coverage beside the primary, never ranked on
     rows = []
     for rank, o in ranked(result.outcomes, result.primary):
         m, done = o.metrics, o.status != "failed"
@@ -171,6 +173,8 @@ def sweep_leaderboard(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
         if "answer_accuracy" in m:
             extra = {k: m.get(k) for _, k in ANSWER_COLUMNS}
             extra["oracle"] = "/".join(str(int(m.get(f"oracle_{v}", 0))) for v in VERDICTS)
+        if judged and done and m.get(judged) is not None:
+            extra[JUDGED_CELL] = m.get(judged)
         rows.append(LeaderboardRow(
             rank, o.config_id, o.name, ConfigLabels.from_stored(o.spec, o.name), o.status, o.error,
             values={c: comparable(m, c) for c in (result.primary, *cols)},

@@ -18,6 +18,7 @@ import polars as pl
 from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.reporting.cells import fmt, latency_column
 from ragbench.reporting.headline import build_headline
+from ragbench.reporting.label_coverage import JUDGED_CELL
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
@@ -48,7 +49,7 @@ def render_html(report: SweepReport, plots: dict[str, Path], links: list[tuple[s
     headline = build_headline(report)
     return env.get_template("report.html.j2").render(
         headline=headline, headline_items=headline.items()[1:], links=links or [],
-        latency_header=latency_column(report.board).header,
+        latency_header=latency_column(report.board).header, judged_header=_judged_header(report),
         r=report, css=(TEMPLATES / "report.css").read_text(encoding="utf-8"),
         generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}", legend=legend(report),
         heldout=_heldout(report), leaderboard=_leaderboard(report), vs_best=_vs_best(report),
@@ -93,6 +94,11 @@ def _heldout(report: SweepReport) -> dict | None:
             "drop": "–" if math.isnan(w.drop) else f"{w.drop:+.4f}"}
 
 
+def _judged_header(report: SweepReport) -> str | None:
+    """The label-coverage column's header (``judged@10``), None when no config has the measure."""
+    return report.label_coverage.header if report.label_coverage is not None else None
+
+
 def _leaderboard(report: SweepReport) -> list[dict]:
     rows, p50 = [], latency_column(report.board).key == "latency_p50_ms"
     for row in report.board.rows:
@@ -105,7 +111,7 @@ def _leaderboard(report: SweepReport) -> list[dict]:
                             else None for m in report.measures],
                      wtl="—" if mark == "★" else f"{v.wins}/{v.ties}/{v.losses}", p=fmt(v.p_vs_best),
                      ms=fmt(row.extra["latency_p50_ms"] if p50 else row.counts[0], 1), queries=row.counts[1],
-                     unlabelled=row.counts[2] or 0)
+                     unlabelled=row.counts[2] or 0, judged=fmt(row.extra.get(JUDGED_CELL), 2))
         rows.append(r)
     return rows
 

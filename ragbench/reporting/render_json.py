@@ -24,7 +24,8 @@ def report_json(report: SweepReport) -> str:
                 "vs_production": report.vs_production.as_dict() if report.vs_production else None,
                 "vs_production_reason": None if report.vs_production else report.production_note,
                 "questions_needed": [q.as_dict() for q in report.questions_needed],
-                "holdout_repeats": report.holdout_repeats.as_dict() if report.holdout_repeats else None}
+                "holdout_repeats": report.holdout_repeats.as_dict() if report.holdout_repeats else None,
+                "pooled": report.pooled.as_dict() if report.pooled else None}
     return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
                                      "sweep_id": report.sweep_id, **done, **sections}
                                     for r in report.board.dicts()]))

@@ -34,6 +34,7 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
                                          build_headline(report).verdict, *([report.winner_heldout.sentence()]
                                                             if report.winner_heldout else []),
                                          *decision_lines(report.questions_needed, report.holdout_repeats, 3),
+                                         *(report.pooled.lines(3) if report.pooled else []),
                                          *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
                                          *cost_summary(report.costs, report.primary)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])

@@ -244,12 +244,15 @@ def _flips(store: ResultStore, then: tuple[str, str | None], now: tuple[str, str
 
 
 def query_texts(store: ResultStore, sweep_id: str) -> dict[str, str]:
-    """``query_id -> text`` of the sweep's dataset, loaded from its stored spec; empty when it cannot be loaded
-    (moved or changed files: the flips are then listed by id)."""
+    """``query_id -> text`` of the sweep's dataset: the ``queries`` table's rows, else the dataset loaded from its
+    stored spec; empty when neither is at hand (moved or changed files: the flips are then listed by id)."""
     from ragbench.core.progress import log
     from ragbench.promotion.serving import load_dataset_checked
 
     sweep = store.sweep(sweep_id) or {}
+    stored = store.query_texts(sweep.get("dataset_fingerprint") or "")  # written by the sweep: no reload
+    if stored:
+        return stored
     try:
         ds = load_dataset_checked(store.sweep_spec(sweep_id).get("dataset") or {}, sweep.get("dataset_fingerprint"),
                                   home=store.path.parent)
