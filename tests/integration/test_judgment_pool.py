@@ -288,3 +288,29 @@ def test_jsonl_round_trip(round_trip, tmp_path):
     for name in ("again.jsonl", "again.csv"):
         write_pool(filled, tmp_path / name)
         assert pool_rows(tmp_path / name) == filled, name
+
+
+def test_report_shows_each_config_before_and_after_the_pooled_judgments(round_trip):
+    from ragbench.reporting.model import build_report
+    from ragbench.reporting.render_html import render_html
+    from ragbench.reporting.render_json import report_json
+    from ragbench.reporting.render_markdown import leaderboard_markdown
+
+    r = round_trip
+    store = ResultStore(r["home"] / "results.duckdb")
+    assert build_report(store, r["first"].sweep_id).pooled is None  # no judgment added yet: no section
+    report = build_report(store, r["second"].sweep_id)
+    rows = {p.config_id: p for p in report.pooled.rows}
+    assert set(rows) == store.finished_configs(r["second"].sweep_id)
+    for cid, p in rows.items():
+        before = store.config_means(r["first"].sweep_id, cid)
+        after = store.config_means(r["second"].sweep_id, cid)
+        assert (p.before, p.after) == (pytest.approx(before["ndcg_at_10"]), pytest.approx(after["ndcg_at_10"]))
+        assert (p.judged_before, p.judged_after) == (pytest.approx(before["judged_at_10"]),
+                                                     pytest.approx(after["judged_at_10"]))
+    assert [p.after for p in report.pooled.rows] == sorted((p.after for p in report.pooled.rows), reverse=True)
+    pooled = json.loads(report_json(report).splitlines()[0])["pooled"]
+    assert pooled["primary"] == "ndcg_at_10" and len(pooled["configs"]) == len(rows)
+    some = report.pooled.rows[0]
+    assert f"{some.label}: {some.before:.3f} -> {some.after:.3f}" in leaderboard_markdown(report)
+    assert "<table id='pooled'>" in render_html(report, {})
