@@ -30,6 +30,8 @@ __all__ = ["KAPPA_THRESHOLD", "RELEVANT_GRADE", "GRADES", "Agreement", "JudgedPa
 
 #: a grade counts as relevant from here on, for people and the assessor alike (every measure reads relevance > 0)
 RELEVANT_GRADE = 1
+#: characters of a labelled document shown around its evidence: about a retrieved chunk's (a pool row's passage)
+EVIDENCE_CHARS = 700
 #: the grades of the scale (UMBRELA's 0-3)
 GRADES = (0, 1, 2, 3)
 
@@ -134,25 +136,43 @@ def _cut(text: str, limit: int) -> str:
     return text[:space if space > limit // 2 else limit].strip()
 
 
-def people_pairs(dataset, pool_rows: list[dict], max_chars: int = 1200) -> list[JudgedPair]:
-    """Every pair a person judged: the dataset's qrels (each document's passage: :func:`evidence_passage`) and the
-    pool rows with ``source = person`` and a relevance; one pair per (query, document), the pool row's winning over
-    the dataset's label (it was read as a passage)."""
+def _person_grade(row: dict) -> int | None:
+    """A pool row's grade when a person gave it (``source`` blank or ``person``, ``relevance`` 0-3), else None."""
+    value = row.get("relevance")
+    if str(row.get("source") or "").strip() not in ("", "person") or value is None or str(value).strip() == "":
+        return None
+    try:
+        grade = float(value)
+    except ValueError:
+        return None
+    return int(grade) if grade.is_integer() and 0 <= grade <= 3 else None
+
+
+def people_pairs(dataset, pool_rows: list[dict], labels: pl.DataFrame | None = None,
+                 max_chars: int | None = None) -> list[JudgedPair]:
+    """Every pair a person judged: the pool rows a person filled (``source`` blank or ``person``, a relevance
+    0-3), then ``labels`` (``query_id, doc_id, relevance``; default: the dataset's own qrels) with each document's
+    passage (:func:`evidence_passage`); one pair per (query, document), the pool row winning (it was read as a
+    passage). An assessor's grade is never a person's. ``max_chars``: the evidence window (default
+    :data:`EVIDENCE_CHARS`)."""
+    max_chars = EVIDENCE_CHARS if max_chars is None else max_chars
     questions = dict(zip(dataset.queries["query_id"].to_list(), dataset.queries["text"].to_list()))
     out: dict[tuple[str, str], JudgedPair] = {}
     for r in pool_rows:
-        if str(r.get("source") or "").strip() == "person" and r.get("relevance") not in (None, ""):
+        grade = _person_grade(r)
+        if grade is not None:
             key = (str(r["query_id"]), str(r["doc"]))
             out[key] = JudgedPair(key[0], str(r.get("question") or questions.get(key[0], "")), key[1],
-                                  str(r.get("passage") or ""), int(r["relevance"]), "pool")
-    qrels = dataset.qrels.filter(pl.col("query_id").is_in(list(questions)))
-    if qrels.height == 0:
-        return sorted(out.values(), key=lambda p: (p.query_id, p.doc))
+                                  str(r.get("passage") or ""), grade, "pool")
+    if labels is None:
+        own = getattr(dataset, "primary_qrels", None)
+        labels = own if own is not None else dataset.qrels
+    labels = labels.filter(pl.col("query_id").is_in(list(questions)))
     texts = dict(zip(dataset.corpus["doc_id"].to_list(), dataset.corpus["text"].to_list()))
     spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for q, d, s, e in dataset.spans.select("query_id", "doc_id", "start", "end").iter_rows():
         spans.setdefault((q, d), []).append((s, e))
-    for q, d, rel in qrels.select("query_id", "doc_id", "relevance").iter_rows():
+    for q, d, rel in labels.select("query_id", "doc_id", "relevance").iter_rows():
         if (q, d) not in out and d in texts:
             out[(q, d)] = JudgedPair(q, questions[q], d, evidence_passage(texts[d], spans.get((q, d), []), max_chars),
                                      int(rel), "qrels")
@@ -185,3 +205,27 @@ def assessor_trusted(store, model: str, dataset_name: str | None = None) -> tupl
                        "pool with some rows judged by a person, or pass --force")
     a = found[0]
     return a.trusted, f"assessor {model}: {a.describe()} (measured {a.measured_at:%Y-%m-%d %H:%M})"
+
+
+def refuse_untrusted(store, path, judgments: list, dataset_name: str | None = None, force: bool = False) -> list[str]:
+    """The gate of ``judge merge``: for each assessor whose rows are in ``judgments`` (``source =
+    assessor:<model>``, the model in ``judge``), :func:`assessor_trusted` must say yes, else a
+    :class:`ragbench.core.errors.RagbenchError` naming ``path`` and what to do is raised; with ``force`` the reasons
+    are logged and returned instead. ``store`` None: no agreement can be read, so every assessor is untrusted."""
+    from ragbench.core.errors import RagbenchError
+    from ragbench.core.progress import log
+
+    models = sorted({j.judge or j.source.removeprefix("assessor:") for j in judgments
+                     if j.source.startswith("assessor:")})
+    refused = []
+    for model in models:
+        ok, why = assessor_trusted(store, model, dataset_name) if store is not None else \
+            (False, f"assessor {model}: no results store to read its agreement with people from")
+        if not ok:
+            refused.append(why)
+    if refused and not force:
+        raise RagbenchError(f"{path}: not merged: {refused[0]}" + (f" (and {len(refused) - 1} more assessor(s))"
+                                                                     if len(refused) > 1 else ""))
+    for why in refused:
+        log.warning("merging an untrusted assessor's grades (--force): %s", why)
+    return refused

@@ -5,6 +5,7 @@ tests/system/test_llm_assessor.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
@@ -118,13 +119,18 @@ def test_people_pairs_are_the_labels_and_the_pool_rows_a_person_filled():
             {"query_id": "q2", "question": "What else?", "doc": "a.md", "passage": "x", "relevance": "2",
              "source": "assessor:m"},  # an assessor's grade is not a person's
             {"query_id": "q2", "question": "What else?", "doc": "c.md", "passage": "y", "relevance": "",
-             "source": ""}]  # not judged
+             "source": ""},  # not judged
+            {"query_id": "q2", "question": "What else?", "doc": "d.md", "passage": "z", "relevance": "3",
+             "source": ""}]  # filled by a person in the spreadsheet: no source yet
     pairs = people_pairs(_dataset(), pool, max_chars=120)
     assert [(p.query_id, p.doc, p.grade, p.origin) for p in pairs] == [
-        ("q1", "a.md", 2, "qrels"), ("q1", "b.md", 0, "pool"), ("q2", "b.md", 1, "qrels")]
+        ("q1", "a.md", 2, "qrels"), ("q1", "b.md", 0, "pool"), ("q2", "b.md", 1, "qrels"), ("q2", "d.md", 3, "pool")]
     evidence = pairs[0].passage
     assert "The default port is 7401 for replication." in evidence and len(evidence) <= 120
     assert pairs[2].passage == "Unrelated page."
+    # labels given (the dataset's own plus merged person judgments): they replace the qrels
+    extra = pl.DataFrame({"query_id": ["q2"], "doc_id": ["a.md"], "relevance": [0]})
+    assert [(p.doc, p.grade) for p in people_pairs(_dataset(), [], labels=extra)] == [("a.md", 0)]
 
 
 def _agreement(store_kappa: float | None, minutes: int, model: str = "smol@sha256:1"):
@@ -180,3 +186,81 @@ def test_grade_cache_recomputes_a_damaged_entry(tmp_path):
     forged = cache.put_bytes(key, b'{"grade": 7}')  # intact bytes, but not a grade
     assert cache.get(key) is None and not forged.exists()
     assert list((tmp_path / "quarantine").iterdir())
+
+
+def _folder_with_pool(tmp_path, source: str, judge: str):
+    """A two-document folder dataset and a pool file with one row graded by ``source``."""
+    from ragbench.config import DatasetSpec
+    from ragbench.data import load_dataset
+    from ragbench.judgments.pool import PoolRow
+    from ragbench.judgments.pool_file import write_pool
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text("# Ports\n\nThe broker listens on port 7401 for replication.\n", encoding="utf-8")
+    (root / "b.md").write_text("# Backups\n\nSnapshots are kept for fourteen days.\n", encoding="utf-8")
+    (root / "questions.csv").write_text("question,doc,quote\nWhich port?,a.md,port 7401 for replication\n",
+                                        encoding="utf-8")
+    spec = DatasetSpec(format="folder", path=root)
+    ds = load_dataset(spec)
+    qid = ds.queries["query_id"][0]
+    pool = write_pool([PoolRow(qid, "Which port?", "b.md", "Snapshots are kept.", 1, 2, relevance=0, source=source,
+                               judge=judge, judged_at="2026-12-02T01:00:00+00:00")], tmp_path / "pool.csv")
+    return ds, spec, pool
+
+
+def test_merge_refuses_an_untrusted_assessor_without_force(tmp_path):
+    from ragbench.core.errors import RagbenchError
+    from ragbench.judgments.merge import merge_pool
+
+    model = "smol@sha256:1"
+    ds, spec, pool = _folder_with_pool(tmp_path, f"assessor:{model}", model)
+    store = ResultStore(tmp_path / "results.duckdb")
+    with pytest.raises(RagbenchError, match="not merged: assessor smol@sha256:1 has no agreement"):
+        merge_pool(pool, ds, spec, "ana", store=store)
+    with pytest.raises(RagbenchError, match="not merged"):
+        merge_pool(pool, ds, spec, "ana")  # no store to read an agreement from: untrusted
+    store.record_agreement(replace(_agreement(0.39, 0), dataset_name=ds.name))
+    with pytest.raises(RagbenchError, match="κ 0.39 on 50 pairs"):
+        merge_pool(pool, ds, spec, "ana", store=store)
+    target = merge_pool(pool, ds, spec, "ana", store=store, force=True).path
+    assert target.is_file() and "assessor:smol@sha256:1" in target.read_text()
+    target.unlink()
+    store.record_agreement(replace(_agreement(0.41, 5), dataset_name=ds.name))
+    assert merge_pool(pool, ds, spec, "ana", store=store).added == 1  # trusted now: merged without force
+
+
+def test_a_persons_rows_merge_without_any_assessor_check(tmp_path):
+    from ragbench.judgments.merge import merge_pool
+
+    ds, spec, pool = _folder_with_pool(tmp_path, "", "")
+    assert merge_pool(pool, ds, spec, "ana").added == 1
+
+
+def test_report_section_shows_each_assessors_latest_kappa_and_matrix(tmp_path):
+    from types import SimpleNamespace
+
+    from jinja2 import Environment, FileSystemLoader
+
+    from ragbench.reporting.assessor import assessor_section
+
+    store = ResultStore(tmp_path / "results.duckdb")
+    assert assessor_section(store, "demo") is None
+    store.record_agreement(_agreement(0.62, 0))
+    store.record_agreement(_agreement(0.31, 5))  # the latest of this model
+    store.record_agreement(_agreement(0.8, 1, model="qwen@sha256:2"))
+    store.record_agreement(replace(_agreement(0.9, 9, model="other@sha256:3"), dataset_name="another"))
+    section = assessor_section(store, "demo")
+    assert [(a.model, a.kappa) for a in section.agreements] == [("smol@sha256:1", 0.31), ("qwen@sha256:2", 0.8)]
+    text = "\n".join(section.lines())
+    assert "smol@sha256:1 (prompt v1): κ 0.31 on 50 pairs (30 relevant, 20 not): not trusted" in text
+    assert "qwen@sha256:2 (prompt v1): κ 0.80" in text and "trusted (κ >= 0.4)" in text
+    assert "    0                   1    2    3    4" in text and "0.40 s per pair" in text
+    assert section.as_dict()[0]["confusion"][3] == [1, 2, 3, 4] and section.as_dict()[1]["trusted"]
+    import ragbench.reporting as reporting
+
+    env = Environment(loader=FileSystemLoader(f"{reporting.__path__[0]}/templates"), autoescape=True)
+    html = env.get_template("assessor.html.j2").render(r=SimpleNamespace(assessor=section))
+    assert html.count("<table class='assessor-confusion'>") == 2 and "<td class='num'>4</td>" in html
+    assert "not trusted" in html and "qwen@sha256:2" in html
+    assert env.get_template("assessor.html.j2").render(r=SimpleNamespace(assessor=None)).strip() == ""
