@@ -84,7 +84,8 @@ def test_reports_show_judged_beside_the_primary_and_warn_when_the_winner_is_a_lo
     for o in result.outcomes:
         stored = store.query_metrics(result.sweep_id, o.config_id).to_pandas()
         per_query = stored[stored["measure"] == "judged_at_5"]["value"]
-        assert cov.values[o.config_id] == pytest.approx(per_query.mean()) and cov.values[o.config_id] == pytest.approx(0.2)
+        assert cov.values[o.config_id] == pytest.approx(per_query.mean())
+        assert cov.values[o.config_id] == pytest.approx(0.2)
     assert not any(is_coverage(m) for m in report.measures) and "judged_at_5" not in report.comparisons
     assert cov.sentence in report.dataset_warnings and "judged@5" in cov.sentence
 
