@@ -34,7 +34,7 @@ import numpy as np
 
 from ragbench.evaluation.paired_tests import paired_diffs
 
-__all__ = ["DEFAULT_POWER", "PowerEstimate", "normal_approximation", "questions_needed", "randomization_floor_n",
+__all__ = ["DEFAULT_POWER", "MAX_N", "PowerEstimate", "normal_approximation", "questions_needed", "randomization_floor_n",
            "t_test_power"]
 
 #: The power the report asks for: a difference of the observed size is detected in 4 of 5 such samples.
@@ -71,7 +71,11 @@ def t_test_power(n: int, effect: float, alpha: float) -> float:
     df = n - 1
     crit = stats.t.ppf(1 - alpha / 2, df)
     nc = math.sqrt(n) * abs(effect)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    power = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    if math.isnan(power):  # scipy's noncentral t fails far in the tail (large nc): the normal limit is exact there
+        z = stats.norm.ppf(1 - alpha / 2)
+        power = float(stats.norm.sf(z - nc) + stats.norm.cdf(-z - nc))
+    return power
 
 
 def normal_approximation(effect: float, alpha: float, power: float = DEFAULT_POWER) -> int:

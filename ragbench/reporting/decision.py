@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ragbench.evaluation.comparison import Comparison
-from ragbench.evaluation.power import DEFAULT_POWER, questions_needed
+from ragbench.evaluation.power import DEFAULT_POWER, MAX_N, questions_needed
 from ragbench.reporting.heldout import HoldoutRepeats
 
 __all__ = ["QuestionsNeeded", "decision_columns", "decision_lines", "questions_needed_rows", "questions_lines"]
@@ -52,9 +52,9 @@ class QuestionsNeeded:
             return f"To tell the winner from {self.label}: no number of questions: {self.why}."
         enough = (" — enough to detect a difference this size 4 times in 5; this sample did not"
                   if self.n_now >= self.n_needed else "")
+        about = f"more than {MAX_N:,}" if self.n_needed >= MAX_N else f"about {self.n_needed:,}"
         return (f"To tell the winner from {self.label} (Δ {self.mean_diff:.3f}, sd {self.sd_diff:.3f}) at {level} "
-                f"with {self.power * 100:.0f} % power you need about {self.n_needed:,} questions; you have "
-                f"{self.n_now}{enough}.")
+                f"with {self.power * 100:.0f} % power you need {about} questions; you have {self.n_now}{enough}.")
 
     def as_dict(self) -> dict:
         """The JSON report's entry: ``config, config_id, label, mean_diff, sd_diff, n_now, n_needed,

@@ -158,3 +158,11 @@ def test_the_winners_curse_sentence_states_the_drop_with_its_sign():
     rise = WinnerHeldOut("c", "cfg", "ndcg_at_10", 0.66, 0.81, 4, 22, 10).sentence()
     assert "drop (tuning − held-out) -0.150" in rise and "Winner's curse:" not in rise
     assert "The held-out score is 0.150 above the tuning score: no winner's curse shows" in rise
+
+
+def test_a_number_beyond_the_search_says_more_than():
+    from ragbench.evaluation.power import MAX_N
+    from ragbench.reporting.decision import QuestionsNeeded
+
+    q = QuestionsNeeded("b", "b", "config B", 1e-5, 0.3, 40, MAX_N, 0.05, 0.05, 1, 0.8)
+    assert f"you need more than {MAX_N:,} questions; you have 40." in q.sentence()

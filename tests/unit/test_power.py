@@ -8,6 +8,7 @@ import pytest
 
 from ragbench.evaluation.paired_tests import paired_randomization_test
 from ragbench.evaluation.power import (
+    MAX_N,
     normal_approximation,
     questions_needed,
     randomization_floor_n,
@@ -73,3 +74,11 @@ def test_equal_means_have_no_number_and_identical_differences_meet_the_tests_flo
     assert same.n_needed == randomization_floor_n(0.05) == 6 and 2 / 2**6 < 0.05 <= 2 / 2**5
     assert randomization_floor_n(0.05 / 19) == 10
     assert questions_needed([0.3, np.nan, 0.1], [0.1, 0.2, np.nan]).n_now == 1  # NaN dropped pairwise
+
+
+def test_far_tails_and_tiny_differences_give_numbers_not_nan():
+    # scipy's noncentral t returns NaN far in its tail; the power there is 1 (the normal limit)
+    assert t_test_power(30, 3.0, 0.05) == pytest.approx(1.0)
+    assert questions_needed(_with_moments(0.9, 0.3), alpha=0.05 / 19).n_needed == 10  # the sign-flip floor
+    tiny = questions_needed(_with_moments(1e-5, 0.3), alpha=0.05 / 190)
+    assert tiny.n_needed == MAX_N
