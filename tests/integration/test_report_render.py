@@ -212,6 +212,25 @@ def test_the_html_page_is_balanced_escaped_and_closes_every_table(store):
     assert "<link" not in html and "src=\"http" not in html
 
 
+def test_one_time_per_query_and_the_pairs_named_for_what_was_tested(store):
+    """The leaderboard's time column is the cost table's p50 (not the batch time, 1.0 ms for every config here);
+    the pairs section says it holds each config against the best, not every pair."""
+    rep = build_report(store, "r-1", n_resamples=500)
+    doc = _parse(render_html(rep, {}))
+    board, cost = doc.tables["leaderboard"], doc.tables["cost"]
+    head = [c.strip() for c in board[0]]
+    assert "p50 ms/query" in head and "ms/query" not in head
+    p50 = {row[0].split(" (")[0].strip(): row[2].strip() for row in cost[1:]}  # label -> p50 ms cell
+    expected = {name: f"{p95 / 2:.1f}" for _, name, _, p95 in CONFIGS}
+    assert sorted(p50.values()) == sorted(expected.values())
+    html = render_html(rep, {})
+    board_ms = re.findall(r"<td class='num'>([^<]*)</td><td class='num'>\d+<br><span class='muted'>\+\d+ unlabelled",
+                          html)  # the time cell just before the queries cell of each ranked row
+    assert sorted(board_ms) == sorted(expected.values()), board_ms
+    assert "Each config against the best" in html and "The 2 pairs with the best on ndcg_at_10" in html
+    assert "every one of the 3 pairs" in html and "Every pair" not in html
+
+
 def test_chunk_statistics_list_each_chunker_once(store):
     """Configs of one chunker whose known statistics agree are one row, even when one has no embedding window
     (missing: BM25), one has it and another's is NaN (unknown); configs whose counts differ stay apart."""
