@@ -107,6 +107,12 @@ def test_explain_finds_a_query_by_its_text_and_marks_near_misses_holding_an_answ
     run = CliRunner().invoke(app, ["explain", result.sweep_id, config, "stash", "--home", str(home)])
     assert run.exit_code != 0 and "is in 2 questions" in run.output and "Traceback" not in run.output
 
+    # the report's per-query sections read the texts from the store: they outlive the dataset's folder
+    from ragbench.reporting.since import query_texts
+
+    (tmp_path / "docs").rename(tmp_path / "moved")
+    assert query_texts(store, result.sweep_id)["q-branch"] == "What is a branch?"
+
 
 def test_mlflow_per_query_tables_carry_the_question_beside_the_id(tmp_path, settings, home):
     import json
