@@ -65,10 +65,10 @@ class WinnerHeldOut:
         if math.isnan(self.drop):
             return head + "No held-out score: no held-out question was scored."
         if self.drop < 0:
+            few = f"{self.n_heldout} held-out questions" if self.n_heldout is not None else "a held-out set"
             return head + (f"The held-out score is {-self.drop:.3f} above the tuning score: no winner's curse shows "
-                           f"on these questions (the best of {self.n_configs} configs on {on} would be expected to "
-                           "drop); the held-out questions were easier for it, and the held-out score, on questions "
-                           "the choice never saw, is the estimate to expect.")
+                           f"on these questions (with {few}, much of the gap is which questions fell on which "
+                           "side); the held-out score, on questions the choice never saw, is the estimate to expect.")
         if self.drop == 0:
             return head + "The tuning score carried over unchanged to the questions the choice never saw."
         return head + (f"Winner's curse: the best of {self.n_configs} configs on {on} is optimistic, because part "
