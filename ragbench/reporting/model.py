@@ -36,6 +36,7 @@ from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
 from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
+from ragbench.reporting.assessor import AssessorSection, assessor_section
 from ragbench.reporting.pooled import PooledJudgments, pooled_scores
 from ragbench.reporting.since import ConfigRef, SincePrevious, StatOptions, since_previous
 from ragbench.reporting.vs_production import VsProduction, vs_production
@@ -131,6 +132,7 @@ class SweepReport:
     vs_production: VsProduction | None = None
     production_note: str | None = None
     pooled: PooledJudgments | None = None  # before and after judgments were added (ragbench.reporting.pooled)
+    assessor: AssessorSection | None = None  # LLM assessors' kappa with people (ragbench.reporting.assessor)
 
     @property
     def unfinished(self) -> str | None:
@@ -330,6 +332,7 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         holdout_repeats=holdout_repeats(pq, comparisons.get(primary), json.loads(sweep.get("spec_json") or "{}"),
                                         labels),
         costs=_costs(summary, primary, comparisons, stored, configs), pooled=pooled_scores(stored, primary, labels),
+        assessor=assessor_section(store, sweep["dataset_name"]),
         completion=sweep_completion(store, sweep_id), **_sections(store, sweep_id, primary, comparisons, labels, opts),
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
 

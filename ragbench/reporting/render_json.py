@@ -16,8 +16,9 @@ def report_json(report: SweepReport) -> str:
     when there is no previous sweep) and ``vs_production`` (:meth:`~ragbench.reporting.vs_production.VsProduction.
     as_dict`; null with ``vs_production_reason`` when nothing live compares), ``questions_needed`` (per config tied
     with the best: :meth:`~ragbench.reporting.decision.QuestionsNeeded.as_dict`) and ``holdout_repeats``
-    (:meth:`~ragbench.reporting.heldout.HoldoutRepeats.as_dict`; null without repeated splits), one object per
-    line."""
+    (:meth:`~ragbench.reporting.heldout.HoldoutRepeats.as_dict`; null without repeated splits), ``assessors``
+    (each LLM assessor's κ with people and confusion matrix: :meth:`~ragbench.reporting.assessor.AssessorSection.
+    as_dict`; null when none was measured), one object per line."""
     done = report.completion.as_dict() if report.completion is not None else {}
     sections = {"since_previous": report.since_previous.as_dict() if report.since_previous else None,
                 "since_previous_reason": report.since_note,
@@ -25,7 +26,8 @@ def report_json(report: SweepReport) -> str:
                 "vs_production_reason": None if report.vs_production else report.production_note,
                 "questions_needed": [q.as_dict() for q in report.questions_needed],
                 "holdout_repeats": report.holdout_repeats.as_dict() if report.holdout_repeats else None,
-                "pooled": report.pooled.as_dict() if report.pooled else None}
+                "pooled": report.pooled.as_dict() if report.pooled else None,
+                "assessors": report.assessor.as_dict() if report.assessor else None}
     return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
                                      "sweep_id": report.sweep_id, **done, **sections}
                                     for r in report.board.dicts()]))

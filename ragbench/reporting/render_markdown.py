@@ -46,6 +46,7 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
     parts += [line for text in decision_lines(report.questions_needed, report.holdout_repeats, limit) for line in
               (text, "")]
     parts += [*report.pooled.lines(limit), ""] if report.pooled else []
+    parts += ["```", *report.assessor.lines(), "```", ""] if report.assessor else []
     parts.append(to_markdown(cols, shown))
     if limit is not None and len(rows) > limit:
         parts.append(f"\n… {len(rows) - limit} more configs in the HTML report.")

@@ -35,6 +35,7 @@ def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
                                                             if report.winner_heldout else []),
                                          *decision_lines(report.questions_needed, report.holdout_repeats, 3),
                                          *(report.pooled.lines(3) if report.pooled else []),
+                                         *(report.assessor.lines(False) if report.assessor else []),
                                          *(f"warning: {w}" for w in report.dataset_warnings), legend(report),
                                          *cost_summary(report.costs, report.primary)]),
                      row_styles=["red" if r["status"] != "finished" else None for r in rows])
