@@ -448,7 +448,8 @@ def datasets_list(
             n_docs = sum(1 for _ in open(corpus, encoding="utf-8"))
             n_q = sum(1 for _ in open(d / "queries.jsonl", encoding="utf-8")) if (d / "queries.jsonl").exists() \
                 else 0
-            splits = ",".join(sorted(p.stem for p in (d / "qrels").glob("*.tsv")))
+            splits = ",".join(sorted(p.stem for p in (d / "qrels").glob("*.tsv")
+                                     if not p.stem.endswith(".judged")))  # added judgments are no split
             spans = "yes" if (d / "spans").is_dir() or (d / "sentences.jsonl").exists() else "no"
             t.add_row(str(d), str(n_docs), str(n_q), splits, spans)
     console.print(t)
