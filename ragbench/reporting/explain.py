@@ -234,7 +234,7 @@ def snippet_chars(width: int, spans: bool) -> int:
     """Characters of a chunk's text shown in a table ``width`` columns wide: what fits the text column in two
     lines (rank, mark, score, doc/chunk and the borders take 55 columns, span chars 13 more; a few characters
     left for word wrapping), 220 at most."""
-    return max(40, min(220, 2 * (width - (68 if spans else 55)) - 6))
+    return max(40, min(220, 2 * (width - (68 if spans else 55)) - 12))
 
 
 def render_explanation(e: Explanation, show: int = 10, width: int = 160) -> Group:
