@@ -51,6 +51,8 @@ def assess(
     from ragbench.results.store import ResultStore
 
     try:
+        if not file.is_file():
+            raise RagbenchError(f"{file}: pool file not found (write one with `ragbench judge pool SWEEP`)")
         settings = Settings.from_env(home=home).apply()
         h = Path(settings.home)
         if not (h / "results.duckdb").is_file():

@@ -55,7 +55,7 @@ class Agreement:
         if self.trusted:
             return f"{head}: trusted (κ >= {KAPPA_THRESHOLD})"
         why = self.note or f"κ below {KAPPA_THRESHOLD}"
-        return f"{head}: not trusted ({why}); `judge merge` refuses its grades without --force"
+        return f"{head}: not trusted ({why}); judge merge refuses its grades without --force"
 
 
 class JudgmentsTable:
