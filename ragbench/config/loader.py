@@ -69,7 +69,7 @@ def computed_measures(cfg: SweepConfig) -> set[str]:
     from ragbench.evaluation.spans import SPAN_MEASURES
 
     m = cfg.metrics
-    names = {f"{name}@{k}" for name in m.measures for k in m.cutoffs}
+    names = {f"{name}@{k}" for name in m.rank_measures for k in m.cutoffs}
     if m.spans:
         names |= {f"{name}@{k}" for name in SPAN_MEASURES for k in m.cutoffs}
         names |= {f"chunk_{name}@{k}" for name in m.measures if name not in COVERAGE_MEASURES for k in m.cutoffs}

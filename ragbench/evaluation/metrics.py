@@ -47,9 +47,9 @@ from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
 
 
 class MetricsSpec(Spec):
-    measures: tuple[str, ...] = Field(("recall", "precision", "mrr", "ndcg", "hit", "judged"),
-                                      description="registered rank measures (ragbench.evaluation.measures), each "
-                                      "computed at every cutoff; judged (label coverage) is always added")
+    measures: tuple[str, ...] = Field(("recall", "precision", "mrr", "ndcg", "hit"), description="registered rank "
+                                      "measures (ragbench.evaluation.measures), each computed at every cutoff; "
+                                      "judged (label coverage) is computed too, always")
     cutoffs: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
     gain: Literal["exponential", "linear"] = "exponential"
     primary: str = "ndcg@10"
@@ -65,7 +65,15 @@ class MetricsSpec(Spec):
         unknown = [m for m in v if m not in RANK_MEASURES]
         if unknown:
             raise ValueError(f"unknown measure(s) {', '.join(unknown)}; known: {', '.join(sorted(RANK_MEASURES))}")
-        return tuple(v) + tuple(m for m in COVERAGE_MEASURES if m not in v)  # the report needs label coverage
+        return v
+
+    @property
+    def rank_measures(self) -> tuple[str, ...]:
+        """The rank measures computed and stored: :attr:`measures` plus the label-coverage ones (``judged``), which
+        every report shows; added here rather than to :attr:`measures`, so the sweep file's hash and every
+        evaluation key stay what they were (stored results are reused and ``judged`` computed from their rankings:
+        :func:`ragbench.sweep.evaluate.stale_measures`)."""
+        return tuple(self.measures) + tuple(m for m in COVERAGE_MEASURES if m not in self.measures)
 
     @field_validator("primary")
     @classmethod
@@ -84,7 +92,7 @@ class MetricsSpec(Spec):
 
 
 def measures_from_spec(spec: MetricsSpec) -> list[Measure]:
-    return [Measure(name, k, spec.gain) for name in spec.measures for k in spec.cutoffs]
+    return [Measure(name, k, spec.gain) for name in spec.rank_measures for k in spec.cutoffs]
 
 
 def evaluate_per_query(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str],

@@ -94,7 +94,7 @@ def rejudge(store: ResultStore, sweep_id: str, config_ids, configs: dict, ds: Da
     key ``eval_keys[config_id]``. ``spec``: the sweep's evaluation settings (``metrics``, ``diagnostics``,
     ``holdout``, ``holdout_seed``)."""
     metrics, diag = spec.metrics, spec.diagnostics
-    measures = [Measure(name, k, metrics.gain) for name in metrics.measures for k in metrics.cutoffs]
+    measures = [Measure(name, k, metrics.gain) for name in metrics.rank_measures for k in metrics.cutoffs]
     for config_id in config_ids:
         rankings = store.rankings(sweep_id, config_id)
         per_query, level, diagnostics = [], [], []
@@ -118,7 +118,7 @@ def rejudge(store: ResultStore, sweep_id: str, config_ids, configs: dict, ds: Da
         summary = pl.concat([aggregate(table).cast(SUMMARY_SCHEMA),
                              pl.DataFrame(level, schema=SUMMARY_SCHEMA, orient="row")])
         stored_versions = store.measure_versions(sweep_id).get(config_id, {})
-        versions = {**stored_versions, **{m: measure_version(m) for m in sorted(set(metrics.measures))}}
+        versions = {**stored_versions, **{m: measure_version(m) for m in sorted(set(metrics.rank_measures))}}
         store.replace_measures(sweep_id, config_id, table, summary, versions)
         store.set_rejudged(sweep_id, config_id, pl.concat(diagnostics), eval_keys[config_id])
         log.info("config %s: re-judged from its stored rankings on the new labels (nothing retrieved or embedded)",

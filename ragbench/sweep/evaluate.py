@@ -38,6 +38,7 @@ from ragbench.evaluation.cost import serving_latency, size_measures
 from ragbench.evaluation.diagnostics import reachability, reachability_summary
 from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.measures import Measure, measure_version
+from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
 from ragbench.evaluation.metrics import aggregate, document_depth, evaluate_per_query
 from ragbench.evaluation.spans import chunk_level_run_metrics
 from ragbench.judgments.rescore import unpooled_means
@@ -202,7 +203,7 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
         rankings=out.run, n_queries=ds.queries.height, n_unlabelled=ds.n_unlabelled,
         ms_per_query=1000 * out.seconds / max(ds.queries.height, 1), chunk_stats=inputs.chunk_stats,
         diagnostics=reach, ann=ann, answers=answers, artifacts=dict(out.tables),
-        measure_versions=measure_versions(spec.metrics.measures))
+        measure_versions=measure_versions(spec.metrics.rank_measures))
     return result
 
 
@@ -224,8 +225,10 @@ class MeasureRefresh:
 
 
 def stale_measures(stored: dict[str, int], spec: EvaluationSpec) -> tuple[str, ...]:
-    """The config's measures whose registered version differs from the ``stored`` one (missing: version 1)."""
-    return tuple(m for m in spec.metrics.measures if stored.get(m, 1) != measure_version(m))
+    """The config's measures whose registered version differs from the ``stored`` one (missing: version 1; a
+    label-coverage measure missing was never computed, so it is stale: added from the stored rankings)."""
+    return tuple(m for m in spec.metrics.rank_measures
+                 if stored.get(m, 0 if m in COVERAGE_MEASURES else 1) != measure_version(m))
 
 
 def plan_measure_refresh(store: ResultStore, sources: dict[str, str], configs: dict[str, RunConfig],
@@ -238,7 +241,8 @@ def plan_measure_refresh(store: ResultStore, sources: dict[str, str], configs: d
     for config_id, sweep in sources.items():
         stale = stale_measures(stored[sweep].get(config_id, {}), spec)
         retriever = configs[config_id].retriever
-        if stale and (retriever.parents is not None or retriever.filter is not None):
+        ranked_only = all(m in COVERAGE_MEASURES for m in stale)  # judged@k reads the stored ranking alone
+        if stale and not ranked_only and (retriever.parents is not None or retriever.filter is not None):
             again.add(config_id)
         elif stale:
             recompute[config_id] = stale
@@ -265,7 +269,7 @@ def refresh_measures(store: ResultStore, sweep_id: str, refresh: MeasureRefresh,
                      .with_columns((pl.lit(HELDOUT_PREFIX) + pl.col("measure")).alias("measure"))]
         per_query = pl.concat(parts).with_columns(measure_key_expr(pl.col("measure")))
         summary = aggregate(per_query).cast(SUMMARY_SCHEMA)
-        store.replace_measures(sweep_id, config_id, per_query, summary, measure_versions(spec.metrics.measures))
+        store.replace_measures(sweep_id, config_id, per_query, summary, measure_versions(spec.metrics.rank_measures))
         log.info("config %s: %s recomputed from its stored rankings (new measure version)", run_config.name,
                  ", ".join(stale))
 

@@ -99,9 +99,45 @@ def test_judged_is_never_the_primary_and_never_a_chunk_measure():
 
     with pytest.raises(ValueError, match="label coverage"):
         MetricsSpec(primary="judged@10")
-    assert "judged" in MetricsSpec(measures=("ndcg",)).measures  # always stored, beside what a config asks for
+    spec = MetricsSpec(measures=("ndcg",))
+    assert spec.measures == ("ndcg",) and spec.rank_measures == ("ndcg", "judged")  # always stored, key unchanged
     chunks = pl.DataFrame({"chunk_id": ["c1"], "doc_id": ["d1"], "start": [0], "end": [5]})
     spans = pl.DataFrame({"query_id": ["a"], "doc_id": ["d1"], "start": [0], "end": [3], "relevance": [1]})
     run = pl.DataFrame({"query_id": ["a"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
     out = chunk_level_run_metrics(run, chunks, spans, [Measure("judged", 1), Measure("recall", 1)])
     assert set(out["measure"]) == {"chunk_recall@1"}
+
+
+def test_results_stored_before_judged_get_it_from_their_rankings_on_a_warm_rerun(home, settings, tmp_path,
+                                                                                 ragbench_log):
+    import duckdb
+    from conftest import write_config
+
+    from ragbench.config import load_config
+    from ragbench.results.store import ResultStore
+    from ragbench.sweep import run_sweep
+
+    cfg = load_config(write_config(tmp_path / "s.yaml", f"""name: judged-old
+dataset: {{path: {DEMO}}}
+chunkers: [{{kind: whole}}, {{kind: recursive, size: 128, overlap: 0}}]
+retrievers: [{{kind: bm25}}, {{kind: bm25, filter: {{tenant: public}}}}]
+metrics: {{measures: [ndcg, recall], cutoffs: [1, 10], primary: ndcg@10}}
+output: {{mlflow: false}}
+"""))
+    first = run_sweep(cfg, settings)
+    db = home / "results.duckdb"
+    stored = ResultStore(db).query_metrics(first.sweep_id, first.outcomes[0].config_id)
+    judged = stored.filter(pl.col("measure").str.contains("judged")).sort("query_id", "measure")
+    assert set(judged["measure"]) == {"judged_at_1", "judged_at_10"}  # documents only: no chunk_judged
+    con = duckdb.connect(str(db))  # as a results file written before judged@k existed
+    for table in ("query_metrics", "config_metrics"):
+        con.execute(f"DELETE FROM {table} WHERE measure LIKE '%judged%'")
+    con.execute("""UPDATE configs SET measure_versions = '{"ndcg": 1, "recall": 1}'""")
+    con.close()
+    ragbench_log.clear()
+    second = run_sweep(cfg, settings)
+    assert {o.reused_from for o in second.outcomes} == {first.sweep_id}  # nothing evaluated again
+    assert not any("(built)" in m or ": ndcg_at_10 = " in m for m in ragbench_log)
+    assert sum("judged recomputed from its stored rankings" in m for m in ragbench_log) == len(first.outcomes)
+    again = ResultStore(db).query_metrics(second.sweep_id, first.outcomes[0].config_id)
+    assert again.filter(pl.col("measure").str.contains("judged")).sort("query_id", "measure").equals(judged)

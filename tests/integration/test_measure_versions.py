@@ -94,7 +94,8 @@ def test_a_new_measure_version_recomputes_that_measure_only(home, settings, tmp_
     cfg = load_config(write_config(tmp_path / "v.yaml", SWEEP))
     first = run_sweep(cfg, settings)
     store = ResultStore(home / "results.duckdb")
-    assert first.n_failed == 0 and _versions(store, first.sweep_id) == [{"mrr": 1, "ndcg": 1, "recall": 1}] * 2
+    assert first.n_failed == 0  # judged (label coverage) is stored with every config's measures
+    assert _versions(store, first.sweep_id) == [{"judged": 1, "mrr": 1, "ndcg": 1, "recall": 1}] * 2
     before = {t: _rows(store, first.sweep_id, t) for t in ("query_metrics", "config_metrics")}
     assert before["query_metrics"].filter(_is_mrr(pl.col("measure")))["measure"].unique().len() == 12  # 3 k x
     # (document, chunk) x (tuning, held-out)
@@ -107,8 +108,8 @@ def test_a_new_measure_version_recomputes_that_measure_only(home, settings, tmp_
     assert not any(": ndcg_at_10 = " in m for m in ragbench_log)  # no config was evaluated
     assert not any("(built)" in m for m in ragbench_log)  # nothing chunked
     assert sum("mrr recomputed from its stored rankings" in m for m in ragbench_log) == 2
-    assert _versions(store, second.sweep_id) == [{"mrr": 2, "ndcg": 1, "recall": 1}] * 2
-    assert _versions(store, first.sweep_id) == [{"mrr": 1, "ndcg": 1, "recall": 1}] * 2
+    assert _versions(store, second.sweep_id) == [{"judged": 1, "mrr": 2, "ndcg": 1, "recall": 1}] * 2
+    assert _versions(store, first.sweep_id) == [{"judged": 1, "mrr": 1, "ndcg": 1, "recall": 1}] * 2
     for table, rows in before.items():
         again = _rows(store, second.sweep_id, table)
         assert again.height == rows.height and np.allclose(again["value"], rows["value"], rtol=0, atol=1e-12,
@@ -164,10 +165,11 @@ def test_a_stale_measure_is_recomputed_where_the_stored_ranking_suffices(home, t
                                             parents.config_id: {"mrr": 1, "ndcg": 1}}
     sources, by_id, spec = {c.config_id: "s1" for c in configs}, {c.config_id: c for c in configs}, \
         EvaluationSpec.of(cfg)
+    # results stored before judged@k existed get it from their stored rankings, whatever the config's kind
     none = plan_measure_refresh(store, sources, by_id, spec)
-    assert (none.recompute, none.re_evaluate) == ({}, frozenset())
+    assert (none.recompute, none.re_evaluate) == ({c.config_id: ("judged",) for c in configs}, frozenset())
     monkeypatch.setitem(MEASURE_VERSIONS, "ndcg", 2)
     refresh = plan_measure_refresh(store, sources, by_id, spec)
-    assert refresh.recompute == {plain.config_id: ("ndcg",)}
+    assert refresh.recompute == {plain.config_id: ("ndcg", "judged")}
     assert refresh.re_evaluate == {filtered.config_id, parents.config_id}
     assert refresh.only({plain.config_id}).re_evaluate == frozenset()
