@@ -9,7 +9,8 @@ choice never saw.
 The split is seeded and stratified by query class: in each class the labelled queries are ordered by a hash of
 ``(seed, query id)`` and the first ones held out, the counts rounded by largest remainder so the total is
 ``round(holdout * labelled)``. Ordering by hash rather than shuffling makes the split independent of file order and
-keeps most queries on their side when questions are added. Unlabelled queries stay in the tuning set (they are counted there, never scored).
+keeps most queries on their side when questions are added. Unlabelled queries stay in the tuning set (they are
+counted there, never scored).
 
 Repeated splits (``dataset.holdout: {fraction: 0.3, repeats: 20}``): one split is a draw, and with 30-100 questions
 another draw can reorder the top. Repeat ``r`` orders each class by a hash of ``(seed, "repeat", r, query id)``

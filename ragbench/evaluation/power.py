@@ -34,8 +34,8 @@ import numpy as np
 
 from ragbench.evaluation.paired_tests import paired_diffs
 
-__all__ = ["DEFAULT_POWER", "MAX_N", "PowerEstimate", "normal_approximation", "questions_needed", "randomization_floor_n",
-           "t_test_power"]
+__all__ = ["DEFAULT_POWER", "MAX_N", "PowerEstimate", "normal_approximation", "questions_needed",
+           "randomization_floor_n", "t_test_power"]
 
 #: The power the report asks for: a difference of the observed size is detected in 4 of 5 such samples.
 DEFAULT_POWER = 0.8

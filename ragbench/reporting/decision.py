@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ragbench.data.holdout import heldout_key
 from ragbench.evaluation.comparison import Comparison
 from ragbench.evaluation.power import DEFAULT_POWER, MAX_N, questions_needed
 from ragbench.reporting.heldout import HoldoutRepeats
@@ -28,7 +29,9 @@ __all__ = ["QuestionsNeeded", "decision_columns", "decision_lines", "questions_n
 class QuestionsNeeded:
     """The best against one config tied with it: ``mean_diff`` (best − config) and ``sd_diff`` of the paired
     per-query differences on ``n_now`` questions, and the ``n_needed`` questions (None: ``why``) a paired test at
-    ``alpha_per_test`` (``alpha / n_comparisons``) needs to detect it with probability ``power``."""
+    ``alpha_per_test`` (``alpha / n_comparisons``) needs to detect it with probability ``power``. With a held-out
+    set the verdict (and so ``n_now`` and ``n_needed``) counts tuning questions only; ``heldout_share`` (the share of
+    the scored questions held out) turns ``n_needed`` into labelled questions in all (:attr:`n_needed_labelled`)."""
 
     config_id: str
     config: str
@@ -42,6 +45,14 @@ class QuestionsNeeded:
     n_comparisons: int
     power: float
     why: str | None = None
+    heldout_share: float = 0.0
+
+    @property
+    def n_needed_labelled(self) -> int | None:
+        """``⌈n_needed / (1 − heldout_share)⌉``: the labelled questions that leave ``n_needed`` to tune on."""
+        if self.n_needed is None:
+            return None
+        return math.ceil(self.n_needed / (1 - self.heldout_share) - 1e-9)
 
     def sentence(self) -> str:
         """``To tell the winner from X (Δ 0.060) at α 0.05 (0.0026 per test, Holm over 19) with 80 % power you
@@ -53,16 +64,21 @@ class QuestionsNeeded:
         enough = (" — enough to detect a difference this size 4 times in 5; this sample did not"
                   if self.n_now >= self.n_needed else "")
         about = f"more than {MAX_N:,}" if self.n_needed >= MAX_N else f"about {self.n_needed:,}"
+        tuning = " tuning" if self.heldout_share else ""
+        total = (f" (about {self.n_needed_labelled:,} labelled in all, {self.heldout_share * 100:.0f} % held out)"
+                 if self.heldout_share and self.n_needed < MAX_N else "")
         return (f"To tell the winner from {self.label} (Δ {self.mean_diff:.3f}, sd {self.sd_diff:.3f}) at {level} "
-                f"with {self.power * 100:.0f} % power you need {about} questions; you have {self.n_now}{enough}.")
+                f"with {self.power * 100:.0f} % power you need {about}{tuning} questions{total}; you have "
+                f"{self.n_now}{enough}.")
 
     def as_dict(self) -> dict:
         """The JSON report's entry: ``config, config_id, label, mean_diff, sd_diff, n_now, n_needed,
-        alpha_per_test, power`` (and ``why`` when there is no number)."""
+        alpha_per_test, power``, ``n_needed_labelled`` (with the held-out share added back) and ``why`` (why there
+        is no number, else null)."""
         return {"config": self.config, "config_id": self.config_id, "label": self.label,
                 "mean_diff": self.mean_diff, "sd_diff": None if math.isnan(self.sd_diff) else self.sd_diff,
                 "n_now": self.n_now, "n_needed": self.n_needed, "alpha_per_test": self.alpha_per_test,
-                "power": self.power, "why": self.why}
+                "power": self.power, "n_needed_labelled": self.n_needed_labelled, "why": self.why}
 
 
 def questions_needed_rows(pq: pl.DataFrame, comp: Comparison | None, names: dict[str, str], labels: dict[str, str],
@@ -77,6 +93,7 @@ def questions_needed_rows(pq: pl.DataFrame, comp: Comparison | None, names: dict
         return ()
     m = max(comp.n_comparisons, 1)
     values = pq.filter(pl.col("measure") == comp.measure).select("config_id", "query_id", "value")
+    share = _heldout_share(pq, comp)
     best = values.filter(pl.col("config_id") == comp.best).drop("config_id")
     rows = []
     for cid in tied:
@@ -86,8 +103,17 @@ def questions_needed_rows(pq: pl.DataFrame, comp: Comparison | None, names: dict
         b = paired["value_other"].fill_null(math.nan).to_numpy()
         est = questions_needed(a, b, alpha=comp.alpha / m, power=power)
         rows.append(QuestionsNeeded(cid, names.get(cid, cid), labels.get(cid, cid), est.mean_diff, est.sd_diff,
-                                    est.n_now, est.n_needed, comp.alpha, est.alpha, m, est.power, est.why))
+                                    est.n_now, est.n_needed, comp.alpha, est.alpha, m, est.power, est.why, share))
     return tuple(rows)
+
+
+def _heldout_share(pq: pl.DataFrame, comp: Comparison) -> float:
+    """The share of the best config's scored questions stored as held out (``heldout_<measure>``); 0 without a
+    held-out set."""
+    best = pq.filter((pl.col("config_id") == comp.best) & pl.col("value").is_not_nan())
+    held = best.filter(pl.col("measure") == heldout_key(comp.measure)).height
+    tuning = best.filter(pl.col("measure") == comp.measure).height
+    return held / (held + tuning) if held and tuning else 0.0
 
 
 def questions_lines(rows: tuple[QuestionsNeeded, ...], limit: int | None = None) -> list[str]:

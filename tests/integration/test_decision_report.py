@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 import numpy as np
 import polars as pl
@@ -68,7 +69,8 @@ def test_questions_needed_and_repeated_splits_in_every_format(tmp_path, settings
     assert sum(c.wins for c in h.configs) == 20 and {c.config_id for c in h.configs} == {rep.best, other}
 
     sentence, stable = q.sentence(), h.lines()[0]
-    assert f"you need about {q.n_needed:,} questions; you have {q.n_now}." in sentence
+    assert f"you need about {q.n_needed:,} tuning questions (about {q.n_needed_labelled:,} labelled in all" in sentence
+    assert q.n_needed_labelled == math.ceil(q.n_needed * (w.n_tuning + w.n_heldout) / w.n_tuning - 1e-9)
     md = leaderboard_markdown(rep)
     assert sentence in md and stable in md and h.lines()[1] in md
     html = render_html(rep, {})

@@ -140,9 +140,17 @@ def test_questions_needed_rows_take_the_paired_differences_and_holms_first_step(
         assert (r.mean_diff, r.sd_diff, r.n_now) == (pytest.approx(d.mean()), pytest.approx(d.std(ddof=1)),
                                                      d.size)
         assert r.alpha_per_test == comp.alpha / comp.n_comparisons == 0.025 and r.n_needed > r.n_now
+        # the verdict is on the tuning questions; 12 of the 39 scored are held out, so more are labelled in all
+        total = math.ceil(r.n_needed * 39 / 27)
+        assert r.heldout_share == pytest.approx(12 / 39) and r.n_needed_labelled == total
         assert (f"To tell the winner from {r.config_id} (Δ {r.mean_diff:.3f}, sd {r.sd_diff:.3f}) at α 0.05 "
-                f"(0.025 per test, Holm's first step of 2) with 80 % power you need about {r.n_needed:,} "
-                f"questions; you have {r.n_now}.") == r.sentence()
+                f"(0.025 per test, Holm's first step of 2) with 80 % power you need about {r.n_needed:,} tuning "
+                f"questions (about {total:,} labelled in all, 31 % held out); you have {r.n_now}.") == r.sentence()
+        assert r.as_dict()["n_needed_labelled"] == total
+    tuning_only = pq.filter(pl.col("measure") == "ndcg_at_10")  # no held-out set: questions are tuning questions
+    (plain,) = questions_needed_rows(tuning_only, compare_configs(tuning_only, "ndcg_at_10", n_resamples=200), {}, {})
+    assert plain.heldout_share == 0 and plain.n_needed_labelled == plain.n_needed
+    assert f"you need about {plain.n_needed:,} questions; you have {plain.n_now}." in plain.sentence()
     same = pq.filter(pl.col("config_id") == "A").with_columns(pl.lit("A2").alias("config_id"))
     both = pl.concat([pq.filter(pl.col("config_id") == "A"), same])
     equal = questions_needed_rows(both, compare_configs(both, "ndcg_at_10", n_resamples=200), {}, {"A2": "twin"})
