@@ -146,10 +146,9 @@ def holdout_repeats(pq: pl.DataFrame, comp: Comparison | None, spec: dict,
     """The repeated splits of a sweep whose stored spec asks for them (``dataset.holdout.repeats`` >= 2), from its
     stored per-query values: ``comp.measure`` (the primary) on the tuning queries and ``heldout_<primary>`` on the
     held-out ones make one value per query and config. The questions are those every config of ``comp`` scored
-    (non-NaN), with
-    their stored class; each repeat splits them with :func:`~ragbench.data.holdout.stratified_heldout` and its
-    winner is the highest tuning mean (ties: the first config id, as the report's best). None when not asked for
-    or when a split would leave a side empty."""
+    (non-NaN), with their stored class; each repeat splits them with
+    :func:`~ragbench.data.holdout.stratified_heldout` and its winner is the highest tuning mean (ties: the first
+    config id, as the report's best). None when not asked for or when a split would leave a side empty."""
     split, repeats = spec_holdout(spec), spec_repeats(spec)
     if split is None or repeats < 2 or comp is None:
         return None
