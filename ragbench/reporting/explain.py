@@ -182,14 +182,25 @@ def resolve_query(texts: dict[str, str], arg: str, where: str) -> str:
         shown = "; ".join(f"{q} {_snippet(texts[q], 60)!r}" for q in hits[:5])
         raise RagbenchError(f"{arg!r} is in {len(hits)} questions of {where}: {shown}"
                             f"{'; ...' if len(hits) > 5 else ''}; give more of the text, or the query id")
-    by_text = {t.lower(): q for q, t in texts.items()}
     close = difflib.get_close_matches(arg, list(texts), n=3, cutoff=0.6)
-    close += [by_text[t] for t in difflib.get_close_matches(needle, list(by_text), n=3, cutoff=0.4)
-              if by_text[t] not in close]
+    close += [q for q in _closest_texts(needle, texts) if q not in close]
     hint = "; did you mean " + "; ".join(f"{q} {_snippet(texts[q], 60)!r}" for q in close[:3]) + "?" if close else \
         f" (e.g. {', '.join(list(texts)[:5])})"
     raise RagbenchError(f"no query of {where} has the id {arg!r} or a question containing it ({len(texts)} "
                         f"queries){hint}")
+
+
+def _closest_texts(needle: str, texts: dict[str, str], n: int = 3) -> list[str]:
+    """The ids of the ``n`` questions most like ``needle``: the best :class:`difflib.SequenceMatcher` ratio of
+    ``needle`` against the whole question or any run of as many words (a typo in one word still finds it), 0.6
+    at least."""
+    size = max(1, len(needle.split()))
+    scored = []
+    for q, t in texts.items():
+        words = t.lower().split()
+        spans = [" ".join(words[i:i + size]) for i in range(max(1, len(words) - size + 1))] + [t.lower()]
+        scored.append((max(difflib.SequenceMatcher(None, needle, w).ratio() for w in spans), q))
+    return [q for score, q in sorted(scored, key=lambda x: (-x[0], x[1]))[:n] if score >= 0.6]
 
 
 def _span_overlaps(spans: pl.DataFrame, chunks: pl.DataFrame, chunk_ids: list[str]) -> dict[str, int] | None:
