@@ -73,5 +73,5 @@ def test_folder_options_from_the_folder_model_keep_their_flags_and_meaning():
     assert "files in" in res.output and "holdout 0.3 (seed 0):" in res.output
     two = CliRunner().invoke(app, ["datasets", "validate", str(folder), "--exclude", "*.xyz", "--exclude", "*.zzz"])
     assert two.exit_code == 0  # every pattern given counts, in order
-    spec = DatasetSpec(format="folder", path=folder, queries="all", exclude=("*.xyz", "*.zzz"))
+    spec = DatasetSpec(format="folder", path=folder, exclude=("*.xyz", "*.zzz"))  # the sweep default
     assert _summary(two)["fingerprint"] == load_dataset(spec).fingerprint
