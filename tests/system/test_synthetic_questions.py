@@ -1,11 +1,15 @@
 """Synthetic questions: the lexical-overlap rule, the loader keeping synthetic and real questions apart, the report's
-warnings, and `ragbench questions generate` with the real llama-server and the packaged SmolLM2 model."""
+warnings, and `ragbench questions generate` with the real llama-server and the packaged default model
+(Qwen2.5-Coder-1.5B, fetched by `make llm`)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
+import shlex
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -19,7 +23,9 @@ from ragbench.core.errors import DatasetError
 from ragbench.data import DatasetSpec, load_dataset
 from ragbench.data.folder import corpus_table, scan_folder
 from ragbench.data.quotes import locate_quote
-from ragbench.generation.synthetic import content_words, lexical_overlap
+from ragbench.generation.llm import MODELS
+from ragbench.generation.synthetic import (EXAMPLE_QUESTION, EXAMPLE_QUOTE, QUESTIONS_MODEL, content_words,
+                                           lexical_overlap)
 from ragbench.reporting.report import build_report, leaderboard_markdown, render_html
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
@@ -115,42 +121,59 @@ def _llm_or_skip():
     from ragbench.generation.llm.server import locate_llama_server, locate_model
 
     try:
-        locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), "smollm2-135m")
+        locate_llama_server(Settings.from_env()), locate_model(Settings.from_env(), QUESTIONS_MODEL)
     except LLMServerError as e:
         (pytest.fail if os.environ.get("RAGBENCH_REQUIRE_LLM") == "1" else pytest.skip)(
-            f"local LLM not installed ({e})")
+            f"local LLM not installed ({e}); `make llm` fetches it")
 
 
-def test_questions_generate_with_the_local_llm(tmp_path):
+def _key(text: str) -> str:
+    return " ".join(text.lower().strip(" .?!").split())
+
+
+def test_questions_generate_with_the_local_llm(tmp_path, monkeypatch):
+    """The packaged default model, a few passages: at least half of the sampled passages give a kept question with a
+    located quote, none the prompt's example; run from another directory with --out relative to it, the printed
+    next command works there."""
     _llm_or_skip()
     root = build_folder(tmp_path / "docs", questions=None)
-    home = tmp_path / "home"
-    args = ["questions", "generate", str(root), "--n", "3", "--model", "smollm2-135m", "--home", str(home)]
-    out = CliRunner().invoke(app, args, terminal_width=300)
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("RAGBENCH_LLM_MODEL", raising=False)
+    args = ["questions", "generate", "../docs", "--n", "3", "--out", "q.csv", "--home", str(home)]
+    out = CliRunner().invoke(app, [*args, "--json"], terminal_width=300)
     assert out.exit_code == 0, out.output
-    path = root / "questions.synthetic.csv"
+    summary = json.loads(next(line for line in out.output.splitlines() if line.startswith("{")))
+    y = summary["yields"]
+    assert summary["model"].startswith(Path(MODELS[QUESTIONS_MODEL].filename).stem + "@sha256:")
+    assert y["sampled"] >= y["replied"] >= y["parsed"] >= y["quote located"] >= y["kept"] == summary["kept"] >= 1
+    assert 2 * y["kept"] >= y["sampled"], y  # at least half of the sampled passages give a kept question
+    assert summary["seconds_per_question"] > 0 and summary["file"] == str(elsewhere / "q.csv")
+    path = elsewhere / "q.csv"
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
-    assert 1 <= len(rows) <= 3 and list(rows[0]) == ["question", "doc", "quote", "synthetic", "lexical_overlap"]
+    assert len(rows) == y["kept"] and list(rows[0]) == ["question", "doc", "quote", "synthetic", "lexical_overlap"]
     docs = dict(corpus_table(scan_folder(root)).select("doc_id", "text").iter_rows())
-    for r in rows:  # every kept quote is in its document, once, as the loader will find it
+    for r in rows:  # every kept quote is in its document, once, as the loader will find it; none is the example
         assert r["synthetic"] == "true" and 0 <= float(r["lexical_overlap"]) <= 1 and r["question"].strip()
         assert len(locate_quote(r["quote"], docs[r["doc"]])) == 1, r
-    flat = " ".join(out.output.split())
-    asked = int(flat.split(" passage(s) (")[0].rsplit(" ", 1)[1])
-    assert f"{len(rows)} synthetic question(s) from {asked} passage(s) (0 answered from the LLM cache)" in flat
-    assert asked > len(rows) and "quote not located" in flat  # SmolLM2 paraphrases some quotes: dropped, counted
-    # the file loads as a dataset: every question synthetic
-    ds = load_dataset(DatasetSpec(format="folder", path=root, questions=path.name))
+        assert _key(r["question"]) != _key(EXAMPLE_QUESTION) and _key(r["quote"]) != _key(EXAMPLE_QUOTE), r
+    # the next command, run where it was printed, validates the folder with the file outside it
+    command = shlex.split(summary["next"])
+    assert command[:3] == ["ragbench", "datasets", "validate"] and command[-1] == str(path)
+    checked = CliRunner().invoke(app, command[1:], terminal_width=300)
+    assert checked.exit_code == 0, checked.output
+    ds = load_dataset(DatasetSpec(format="folder", path=root, questions=path))
     assert set(ds.queries["query_class"]) == {"synthetic"} and ds.spans.height == len(rows)
 
-    # never overwritten without --force; with it, every answer comes from the LLM cache, same file
+    # never overwritten without --force; with it, every answer comes from the LLM cache, same file; the terminal
+    # summary names the yields and the next command
     before = path.read_text(encoding="utf-8")
     again = CliRunner().invoke(app, args, terminal_width=300)
     assert again.exit_code == 2 and "exists: not overwritten" in again.output
     again = CliRunner().invoke(app, [*args, "--force"], terminal_width=300)
     assert again.exit_code == 0, again.output
-    assert f"({asked} answered from the LLM cache)" in " ".join(again.output.split())
+    flat = " ".join(again.output.split())
+    assert f"({y['sampled']} answered from the LLM cache)" in flat and f"yields: {y['sampled']} sampled" in flat
+    assert f"next: `{summary['next']}`" in flat
     assert path.read_text(encoding="utf-8") == before
-    (root / "questions.csv").write_text("question\nmine\n")
-    refused = CliRunner().invoke(app, [*args, "--out", str(root / "questions.csv")], terminal_width=300)
-    assert refused.exit_code == 2 and (root / "questions.csv").read_text() == "question\nmine\n"

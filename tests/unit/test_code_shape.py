@@ -24,6 +24,7 @@ TYPER_COMMANDS_ALLOWED = {
     "cli/main.py:sweep",  # ragbench sweep: config, --home, --resume, the worker and tracking options
     "cli/ops.py:report",  # ragbench report: sweep, --format, --out, the comparison options
     "cli/regression_gate.py:gate",  # ragbench gate: production, candidate, the probe and measure options
+    "cli/questions.py:generate",  # ragbench questions generate: folder, --n, --out, --model, --json, ...
     "cli/judge_assess.py:assess",  # ragbench judge assess: pool, --sweep, --model/--endpoint, --out, --sample, ...
 }
 

@@ -124,11 +124,14 @@ class ChatClient:
         """What, besides model and messages, decides the response (for the cache key and for logging)."""
         return {"temperature": self.temperature, "max_tokens": self.max_tokens, **self.extra_body}
 
-    def _params(self, max_tokens: int | None) -> dict[str, Any]:
-        return self.params if max_tokens is None else {**self.params, "max_tokens": int(max_tokens)}
+    def _params(self, max_tokens: int | None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        params = self.params if max_tokens is None else {**self.params, "max_tokens": int(max_tokens)}
+        return {**params, **extra} if extra else params
 
-    def cache_key(self, messages: Messages, max_tokens: int | None = None) -> str:
-        material = {"model": self.model, "messages": [dict(m) for m in messages], "params": self._params(max_tokens)}
+    def cache_key(self, messages: Messages, max_tokens: int | None = None,
+                  extra: Mapping[str, Any] | None = None) -> str:
+        material = {"model": self.model, "messages": [dict(m) for m in messages],
+                    "params": self._params(max_tokens, extra)}
         return hashlib.sha256(json.dumps(material, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def _cache_path(self, key: str) -> Path | None:
@@ -162,17 +165,19 @@ class ChatClient:
         os.replace(tmp, path)
 
     # ------------------------------------------------------------ requests
-    def complete(self, messages: Messages, max_tokens: int | None = None) -> Completion:
+    def complete(self, messages: Messages, max_tokens: int | None = None,
+                 extra: Mapping[str, Any] | None = None) -> Completion:
         """One chat completion (from the cache when present); ``max_tokens`` overrides the client's for this call
-        (and is part of the cache key)."""
+        and ``extra`` adds JSON fields to this request only (a ``response_format`` with this prompt's schema); both
+        are part of the cache key."""
         if not messages:
             raise ValueError("no messages to send")
-        key = self.cache_key(messages, max_tokens)
+        key = self.cache_key(messages, max_tokens, extra)
         hit = self._cache_get(key)
         if hit is not None:
             return hit
         t0 = time.perf_counter()
-        body = {"model": self.model, "messages": [dict(m) for m in messages], **self._params(max_tokens)}
+        body = {"model": self.model, "messages": [dict(m) for m in messages], **self._params(max_tokens, extra)}
         data = self._post(body)
         text, finish, usage = _parse(data, self.url)
         seconds = time.perf_counter() - t0
