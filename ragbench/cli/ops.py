@@ -59,7 +59,7 @@ def _promotion_table(rows, title: str) -> Table:
         p = rows[0]
         t.add_column("")
         t.add_column("")
-        for k, v in (("config", f"{p.name}  ({p.config_id})"), ("sweep", p.sweep_id),
+        for k, v in (("config", f"{p.label}  ({p.config_id})"), ("sweep", p.sweep_id),
                      ("dataset fingerprint", p.dataset_fingerprint),
                      ("primary", f"{p.primary_measure} = {p.primary_value:.4f}"), ("p-value (gate)", pv(p)),
                      ("forced", f"yes: {p.reason}" if p.forced else "no"), ("who", p.who),
@@ -71,7 +71,7 @@ def _promotion_table(rows, title: str) -> Table:
     for c in ("promoted", "config", "primary", "p-value", "forced", "version", "state"):
         t.add_column(c)
     for p in rows:
-        t.add_row(f"{p.promoted_at:%Y-%m-%d %H:%M:%S}", p.name, f"{p.primary_measure} {p.primary_value:.4f}", pv(p),
+        t.add_row(f"{p.promoted_at:%Y-%m-%d %H:%M:%S}", p.label, f"{p.primary_measure} {p.primary_value:.4f}", pv(p),
                   f"yes: {p.reason}" if p.forced else "no", f"v{p.mlflow_model_version}", state(p))
     return t
 
@@ -263,6 +263,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo("null")
                 return
             d = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in live.__dict__.items()}
+            d["label"] = live.label  # the name every surface shows; "name" stays the stored key
             typer.echo(json.dumps(d, sort_keys=True))
             return
         if live is None:
@@ -289,4 +290,4 @@ def register(app: typer.Typer) -> None:
         except RagbenchError as e:
             fail(e)
         stdout.print(_promotion_table([p], "restored to production"))
-        console.print(f"production is {p.name} again")
+        console.print(f"production is {p.label} again")

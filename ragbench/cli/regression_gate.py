@@ -147,11 +147,11 @@ def _run(req: _GateRequest):
     try:
         rules = RegressionRules(req.primary or live.primary_measure, k=req.k, alpha=req.alpha, seed=req.seed,
                                 gain=sweep_spec.get("metrics", {}).get("gain", "exponential"))
-        result = run_regression_gate(prod, candidate, probe_ds, settings, index, rules, production_name=live.name)
+        result = run_regression_gate(prod, candidate, probe_ds, settings, index, rules, production_name=live.label)
     finally:
         index.close()
     done = sweep_completion(ResultStore(db), live.sweep_id)
     if done is not None and not done.finished:  # production's sweep never compared it with the configs left
-        result = replace(result, notes=(f"warning: production {live.name} comes from sweep {live.sweep_id}, "
+        result = replace(result, notes=(f"warning: production {live.label} comes from sweep {live.sweep_id}, "
                                         f"{done.text} ({done.why}); it was promoted with --force: {live.reason}",))
     return result

@@ -1,9 +1,12 @@
 """Labels for people: what a config does, spelled out (``recursive 128 tok, overlap 0`` · ``all-MiniLM-L6-v2`` ·
 ``hybrid RRF``), one column each for the chunker, the model and the retriever.
 
-Display only. A config's identity is its id (the hash of its spec) and its stored ``name``
-(``recursive128to0 | all-MiniLM-L6-v2 | hybrid-rrf``): both are keys in DuckDB and MLflow and never change. Labels
-are rebuilt from the stored spec whenever they are shown, so improving a label rewrites nothing.
+The label (:attr:`ConfigLabels.text`, :func:`config_label`) is the one name a person reads: leaderboards, log lines,
+``explain``, ``promote``, ``production``, ``gate``, MLflow run names and tags all show it. A config's identity is its
+id (the hash of its spec) and its stored ``name`` (``recursive128to0 | all-MiniLM-L6-v2 | hybrid-rrf``): both stay
+keys in DuckDB and MLflow (``config_id``, ``config_name``) and never change, and commands accept either as input
+besides the label and the rank. Labels are rebuilt from the stored spec whenever they are shown, so improving a label
+rewrites nothing. Labels contain ``", "`` and ``" | "``: a list of them is joined by :data:`LABEL_SEPARATOR`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 NO_MODEL = "–"  # a BM25 config embeds nothing
+#: between the labels of a list of configs (a label holds ", " and " | ", never "; ")
+LABEL_SEPARATOR = "; "
 
 
 @dataclass(frozen=True)
@@ -70,3 +75,14 @@ class ConfigLabels:
             if named["model"] and named["model"] != model:
                 model = named["model"]
         return cls(part("chunker", CHUNKERS), model, part("retriever", RETRIEVERS))
+
+
+def config_label(spec: dict[str, Any] | None, name: str | None = None) -> str:
+    """The name people read of a stored config (its spec and stored name): :meth:`ConfigLabels.from_stored`'s
+    text, the stored name when nothing better is known."""
+    return ConfigLabels.from_stored(spec, name).text or name or ""
+
+
+def join_labels(labels) -> str:
+    """Labels as one unambiguous list (:data:`LABEL_SEPARATOR` between them)."""
+    return LABEL_SEPARATOR.join(labels)

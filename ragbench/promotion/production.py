@@ -132,7 +132,7 @@ def promote(store: ResultStore, request: PromotionRequest, *, settings: Settings
     except Exception as e:
         log.warning("MLflow: could not describe %s version %s: %s", r.model_name, version, e)
     _go_live(store, settings, record, previous)
-    log.info("promoted %s (sweep %s) as %s version %s; Qdrant alias %s -> %s", row["name"], sweep_id, r.model_name,
+    log.info("promoted %s (sweep %s) as %s version %s; Qdrant alias %s -> %s", record.label, sweep_id, r.model_name,
              version, ALIAS, collection or "(none: BM25)")
     return production(store)
 
@@ -180,7 +180,7 @@ def rollback(store: ResultStore, *, settings: Settings | None = None) -> Promoti
         raise PromotionRefused("nothing is in production: no promotion to roll back")
     earlier = store.promotion_records(active=False, rolled_back=False, before=live.promoted_at)
     if not earlier:
-        raise PromotionRefused(f"no previous promotion to roll back to: {live.name} (promoted "
+        raise PromotionRefused(f"no previous promotion to roll back to: {live.label} (promoted "
                                f"{live.promoted_at:%Y-%m-%d %H:%M}) is the first one still standing")
     prev = earlier[0]
     check_mlflow_store(settings)
@@ -192,7 +192,7 @@ def rollback(store: ResultStore, *, settings: Settings | None = None) -> Promoti
         set_model_alias(settings, live.model_name, live.mlflow_model_version)
         set_collection_alias(settings, live.collection)
         raise
-    log.info("rolled back %s; production is %s again (%s version %s)", live.name, prev.name, prev.model_name,
+    log.info("rolled back %s; production is %s again (%s version %s)", live.label, prev.label, prev.model_name,
              prev.mlflow_model_version)
     return production(store)
 

@@ -25,12 +25,14 @@ of a candidate against production on probe queries is another gate: :mod:`ragben
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from ragbench.config.labels import config_label
 from ragbench.core.errors import RagbenchError
 from ragbench.core.measure_keys import MeasureMap, measure_key
 from ragbench.data.holdout import heldout_key, spec_holdout
@@ -117,11 +119,13 @@ def check_promotion_gate(store: ResultStore, sweep_id: str, config_id: str, *, p
         raise RagbenchError(f"sweep {sweep_id!r} not found in {store.path}")
     primary = measure_key(primary) if primary else sweep_primary(store, sweep_id)
     board = store.leaderboard(sweep_id)
-    names = dict(board.select("config_id", "name").iter_rows())
+    names = {cid: config_label(json.loads(spec or "{}"), n)  # labels: the one name people read
+             for cid, n, spec in board.select("config_id", "name", "spec_json").iter_rows()}
     cfg = board.filter(pl.col("config_id") == config_id)
     if cfg.is_empty():
         raise RagbenchError(f"config {config_id} is not part of sweep {sweep_id}")
-    name, status, error = cfg.select("name", "status", "error").row(0)
+    status, error = cfg.select("status", "error").row(0)
+    name = names[config_id]
     if status != "finished":
         raise PromotionRefused(f"config {name} did not finish in sweep {sweep_id} ({error}); nothing to promote")
     # mean of the per-query values, as the paired tests see them (and as primary_value was always recorded)
@@ -167,15 +171,15 @@ def _against_production(c: _Candidate, live: Promotion, gate: _GateSettings) -> 
     store, fp = c.store, c.fingerprint
     if live.config_id == c.config_id and live.dataset_fingerprint == fp:
         return GateDecision(False, f"{c.name} is already in production (promoted {live.promoted_at:%Y-%m-%d %H:%M} "
-                            f"from sweep {live.sweep_id})", c.primary, c.mean, live.name)
+                            f"from sweep {live.sweep_id})", c.primary, c.mean, live.label)
     # production's per-query values on this very data: from this sweep if it ran it, else the newest sweep that did
     base_sweep = store.latest_sweep_with_config(live.config_id, fp, prefer=c.sweep_id)
     if base_sweep is None:
-        return GateDecision(False, f"no evidence: the production config {live.name} ({live.config_id}) was never "
+        return GateDecision(False, f"no evidence: the production config {live.label} ({live.config_id}) was never "
                             f"evaluated on dataset {fp} of sweep {c.sweep_id} (it was promoted on "
                             f"{live.dataset_fingerprint}); run a sweep on this dataset that includes it",
-                            c.primary, c.mean, live.name)
-    _refuse_shallow(store, base_sweep, live.config_id, f"production {live.name}", c.primary)
+                            c.primary, c.mean, live.label)
+    _refuse_shallow(store, base_sweep, live.config_id, f"production {live.label}", c.primary)
     split = spec_holdout(store.sweep_spec(c.sweep_id))
     gated_on, cand_mean, cand, base = _gated_values(c, live, base_sweep, split)
     paired = cand.join(base, on="query_id", how="inner", suffix="_prod").sort("query_id")
@@ -189,14 +193,14 @@ def _against_production(c: _Candidate, live: Promotion, gate: _GateSettings) -> 
     held_note = "" if split is None else (
         f"gated on the held-out set: {rand.n} queries never used to rank the configs (dataset.holdout "
         f"{split[0]:g}, seed {split[1]}); ")
-    facts = (f"{held_note}{c.name} vs production {live.name} on {gated_on} over {rand.n} paired "
+    facts = (f"{held_note}{c.name} vs production {live.label} on {gated_on} over {rand.n} paired "
              f"queries of dataset {fp} (production values from {where}): {cand_paired:.4f} vs {base_mean:.4f}, mean "
              f"difference {rand.mean_diff:+.4f}; paired randomization p-value = {format_p(rand.p_value)} (t-test "
              f"p-value = {format_p(t.p_value)})")
     ok = rand.n > 0 and rand.mean_diff > 0 and rand.p_value < gate.alpha
     verdict = (f"significantly better (p < {gate.alpha:g})" if ok else
                f"not significantly better: promotion needs a positive difference with p < {gate.alpha:g}")
-    return GateDecision(ok, f"{facts}: {verdict}", gated_on, cand_mean, live.name, base_mean, rand.mean_diff,
+    return GateDecision(ok, f"{facts}: {verdict}", gated_on, cand_mean, live.label, base_mean, rand.mean_diff,
                         rand.n, rand.p_value, t.p_value)
 
 

@@ -120,10 +120,11 @@ def describe_version(settings: Settings, promotion: Promotion, *, source_run: st
     client = _client(settings)
     label = ConfigLabels.from_stored(p.spec, p.name).text
     if previous is not None:
-        vs = f"production {previous.name} (version {previous.mlflow_model_version})"
+        vs = f"production {previous.label} (version {previous.mlflow_model_version})"
     else:
         vs = "the best config of the sweep" if p.p_value is not None else "none (the sweep's best)"
-    tags = {"sweep_id": p.sweep_id, "config_id": p.config_id, "config": p.name, "label": label,
+    tags = {"sweep_id": p.sweep_id, "config_id": p.config_id, "config": label, "label": label,
+            "config_name": p.name,
             "dataset_fingerprint": p.dataset_fingerprint, "metric": p.primary_measure,
             "metric_value": f"{p.primary_value:.6g}",
             "p_value": format_p(p.p_value) if p.p_value is not None else "none", "p_value_vs": vs,

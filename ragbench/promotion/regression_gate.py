@@ -247,8 +247,8 @@ def run_regression_gate(production: RunConfig, candidate: RunConfig, probes: Dat
     worse = test.n > 0 and test.mean_diff < 0 and test.p_value < alpha
     lost = pl.col("production_hit") & ~pl.col("candidate_hit")
     table = table.with_columns(regressed=lost | (pl.lit(worse) & (pl.col("candidate") < pl.col("production"))))
-    return GateResult(production_name or production.name, candidate.name, candidate.config_id, measure_key(primary),
-                      k, table,
+    return GateResult(production_name or production.labels.text, candidate.labels.text, candidate.config_id,
+                      measure_key(primary), k, table,
                       float(b.mean()) if len(b) else math.nan, float(a.mean()) if len(a) else math.nan,
                       float(test.mean_diff), float(test.p_value), int(test.n), bool(worse), alpha)
 
@@ -260,17 +260,17 @@ def select_candidate(configs: list[RunConfig], choice: str | None, source: str) 
         if len(configs) == 1:
             return configs[0]
         raise GateInputError(f"{source} expands to {len(configs)} configs; pick the candidate with --config "
-                             "(position, id or name): " + "; ".join(f"{i}: {c.name}" for i, c in
+                             "(position, id or name): " + "; ".join(f"{i}: {c.labels.text}" for i, c in
                                                                      enumerate(configs, 1)))
     if choice.isdigit() and 1 <= int(choice) <= len(configs):
         return configs[int(choice) - 1]
-    exact = [c for c in configs if choice in (c.config_id, c.name, c.retriever.label)]
+    exact = [c for c in configs if choice in (c.config_id, c.name, c.labels.text, c.retriever.label)]
     found = exact or [c for c in configs if c.config_id.startswith(choice)]
     if len(found) == 1:
         return found[0]
     what = "matches no config" if not found else f"is ambiguous ({len(found)} configs)"
     raise GateInputError(f"--config {choice!r} {what} of {source}: " + "; ".join(
-        f"{i}: {c.name}" for i, c in enumerate(configs, 1)))
+        f"{i}: {c.labels.text}" for i, c in enumerate(configs, 1)))
 
 
 def probe_set(ds: Dataset, *, probes_file: Path | None = None, n: int = 30, seed: int = 0,

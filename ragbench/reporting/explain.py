@@ -33,6 +33,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ragbench.config.labels import config_label
 from ragbench.core.errors import RagbenchError
 from ragbench.core.settings import Settings
 from ragbench.data.answer_strings import answer_strings, answers_found
@@ -129,7 +130,8 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
     sweep = store.sweep(sweep_id)
     cfg = store.config(sweep_id, config_id)  # exists: resolve_config_id found it
     if cfg["status"] != "finished":
-        raise RagbenchError(f"config {cfg['name']} did not finish in sweep {sweep_id}: {cfg['error']}")
+        raise RagbenchError(f"config {config_label(json.loads(cfg['spec_json'] or '{}'), cfg['name'])} did not "
+                            f"finish in sweep {sweep_id}: {cfg['error']}")
     spec = json.loads(cfg["spec_json"])
     dataset_spec = json.loads(sweep["spec_json"])["dataset"]
     ds = load_dataset_checked(dataset_spec, sweep["dataset_fingerprint"], home=home)
@@ -163,7 +165,8 @@ def explain(store: ResultStore, sweep_id: str, config_id_or_name: str, query_id:
                                tuple(answers_found(texts.get(c, ""), answers)))
                    for r, c, d, s in run.select("rank", "chunk_id", "doc_id", "score").iter_rows())
     metrics = dict(store.query_metrics(sweep_id, config_id, query_id).select("measure", "value").iter_rows())
-    return Explanation(sweep_id, config_id, cfg["name"], query_id, query["text"], query["query_class"],
+    return Explanation(sweep_id, config_id, config_label(spec, cfg["name"]), query_id, query["text"],
+                       query["query_class"],
                        tuple(query["answers"] or ()), tuple(sorted(labels.items())), ranked, deep, searched_deeper,
                        metrics)
 

@@ -81,9 +81,9 @@ def _data_uri(path: Path) -> str:
 
 
 def _config(labels: ConfigLabels, config_id: str, name: str | None) -> dict:
-    """Chunker, model and retriever cells; the stored name and id show on hover."""
+    """Chunker, model and retriever cells; the config's label (its one name) and id show on hover."""
     model = "– (BM25 only)" if labels.model == NO_MODEL else labels.model
-    return {"title": f"{name} ({config_id})", "parts": (labels.chunker, model, labels.retriever)}
+    return {"title": f"{labels.text or name} ({config_id})", "parts": (labels.chunker, model, labels.retriever)}
 
 
 def _heldout(report: SweepReport) -> dict | None:

@@ -76,14 +76,14 @@ def vs_production(store: ResultStore, sweep_id: str, best: ConfigRef, primary: s
         return None, "nothing is in production yet; the first promotion needs the best or a config tied with it"
     p = live[0]
     if p.dataset_fingerprint != fp:
-        return None, (f"no promotion is live on dataset {fp}: production ({p.name}) was promoted on "
+        return None, (f"no promotion is live on dataset {fp}: production ({p.label}) was promoted on "
                       f"{p.dataset_fingerprint}")
     values_from = store.latest_sweep_with_config(p.config_id, fp, prefer=sweep_id)
     if values_from is None:
-        return None, f"production ({p.name}) was never evaluated on dataset {fp}"
+        return None, f"production ({p.label}) was never evaluated on dataset {fp}"
     prod_values = store.measure_values(values_from, p.config_id, primary)
     if prod_values.is_empty():
-        return None, f"production ({p.name}) has no {primary} values in sweep {values_from}"
+        return None, f"production ({p.label}) has no {primary} values in sweep {values_from}"
     change = paired_change(store.measure_values(sweep_id, best.config_id, primary), prod_values, stats,
                            (best.config_id, f"production:{p.config_id}"))
     try:
@@ -91,9 +91,7 @@ def vs_production(store: ResultStore, sweep_id: str, best: ConfigRef, primary: s
         allowed, gate = decision.allowed, decision.evidence
     except (RagbenchError, ValueError) as e:  # PromotionRefused included: the refusal is the answer
         allowed, gate = False, str(e)
-    from ragbench.config.labels import ConfigLabels
-
-    prod = ConfigRef(p.config_id, p.name, ConfigLabels.from_stored(p.spec or {}, p.name).text, change.mean_b)
+    prod = ConfigRef(p.config_id, p.name, p.label, change.mean_b)
     section = VsProduction(sweep_id, primary, stats.test, best, prod, p.sweep_id, f"{p.promoted_at:%Y-%m-%d %H:%M %Z}",
                            values_from, change, allowed, gate,
                            f"ragbench promote {sweep_id} {best.config_id}" if allowed else None)

@@ -4,6 +4,7 @@ config's rank on the leaderboard."""
 from __future__ import annotations
 
 import difflib
+import json
 import re
 
 import polars as pl
@@ -45,12 +46,18 @@ def ranked_config_ids(store: ResultStore, sweep_id: str, primary: str | None = N
 
 
 def resolve_config_id(store: ResultStore, sweep_id: str, config: str, *, primary: str | None = None) -> str:
-    """A config of the sweep by leaderboard rank (``1``, ``#3``: one to three digits), id, exact name, unique id
-    prefix or unique name substring (case-insensitive). An ambiguous or unknown reference fails with the
-    candidates ("did you mean ...") rather than guessing."""
-    names = store.config_names(sweep_id)
-    rows = pl.DataFrame({"config_id": list(names), "name": list(names.values())},
-                        schema={"config_id": pl.String, "name": pl.String})
+    """A config of the sweep by leaderboard rank (``1``, ``#3``: one to three digits), id, exact label (the name
+    every surface shows, :func:`ragbench.config.labels.config_label`) or stored name, unique id prefix or unique
+    substring of either (case-insensitive). An ambiguous or unknown reference fails with the candidates ("did you
+    mean ...", by label) rather than guessing."""
+    from ragbench.config.labels import config_label
+
+    board = store.leaderboard(sweep_id)
+    stored = dict(zip(board["config_id"].to_list(), board["name"].to_list()))
+    names = {c: config_label(json.loads(s or "{}"), n)
+             for c, n, s in board.select("config_id", "name", "spec_json").iter_rows()}
+    rows = pl.DataFrame({"config_id": list(names), "name": [stored[c] for c in names], "label": list(names.values())},
+                        schema={"config_id": pl.String, "name": pl.String, "label": pl.String})
 
     def show(ids) -> str:
         return "; ".join(f"{c[:12]} ({names[c]})" for c in ids)
@@ -63,13 +70,14 @@ def resolve_config_id(store: ResultStore, sweep_id: str, config: str, *, primary
             return order[rank - 1]
         raise RagbenchError(f"rank {rank} is not on the leaderboard of sweep {sweep_id}: it has {len(order)} "
                             f"finished config(s); the best is rank 1 ({show(order[:1]) or 'none'})")
-    exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config))
+    exact = rows.filter((pl.col("config_id") == config) | (pl.col("name") == config) | (pl.col("label") == config))
     if exact.height == 1:
         return exact["config_id"][0]
     prefix = rows.filter(pl.col("config_id").str.starts_with(config))
     if prefix.height == 1 and not exact.height:
         return prefix["config_id"][0]
-    part = rows.filter(pl.col("name").str.to_lowercase().str.contains(config.lower(), literal=True))
+    part = rows.filter(pl.col("name").str.to_lowercase().str.contains(config.lower(), literal=True)
+                       | pl.col("label").str.to_lowercase().str.contains(config.lower(), literal=True))
     if part.height == 1 and not (exact.height or prefix.height):
         return part["config_id"][0]
     candidates = (exact if exact.height else prefix if prefix.height else part)["config_id"].to_list()
@@ -77,8 +85,9 @@ def resolve_config_id(store: ResultStore, sweep_id: str, config: str, *, primary
         raise RagbenchError(f"config {config!r} is ambiguous in sweep {sweep_id}: {len(candidates)} configs match. "
                             f"Did you mean: {show(candidates[:10])}{' ...' if len(candidates) > 10 else ''}? "
                             "Give more of the id, the exact name, or the leaderboard rank (e.g. 1)")
-    close = difflib.get_close_matches(config, list(names.values()), n=3, cutoff=0.5)
-    hint = f"Did you mean: {show([c for c, n in names.items() if n in close])}? " if close else ""
+    close = difflib.get_close_matches(config, [*names.values(), *stored.values()], n=3, cutoff=0.5)
+    hint = (f"Did you mean: {show([c for c in names if names[c] in close or stored[c] in close])}? "
+            if close else "")
     raise RagbenchError(f"config {config!r} not found in sweep {sweep_id}. {hint}Its configs: "
                         f"{show(list(names)) or 'none'}")
 

@@ -101,6 +101,13 @@ class ConfigResult:
         """The mean of ``measure`` (``ndcg@10`` or ``ndcg_at_10``), ``default`` when it was not measured."""
         return self.means().get(measure_key(measure), default)
 
+    @property
+    def label(self) -> str:
+        """The config's name for people (:func:`ragbench.config.labels.config_label`)."""
+        from ragbench.config.labels import config_label
+
+        return config_label(self.spec, self.name)
+
     def outcome(self) -> "ConfigOutcome":
         chunkstats = {f"chunkstat_{k}": v for k, v in self.chunk_stats.items()}
         return ConfigOutcome(self.config_id, self.name, self.spec, "finished", {**self.means(), **chunkstats},
@@ -129,6 +136,13 @@ class ConfigOutcome:
     n_unlabelled: int = 0
     error: str | None = None
     reused_from: str | None = None  # the sweep whose stored results this config reused
+
+    @property
+    def label(self) -> str:
+        """The config's name for people (:func:`ragbench.config.labels.config_label`)."""
+        from ragbench.config.labels import config_label
+
+        return config_label(self.spec, self.name)
 
     def __post_init__(self):
         if not isinstance(self.metrics, MeasureMap):

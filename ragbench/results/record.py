@@ -51,7 +51,7 @@ def record(result: ConfigResult, sweep_id: str, store: ResultStore, tracker: Tra
         return run_id
     except Exception as e:
         log.warning("MLflow: could not log config %s (%s); it is in DuckDB — run `ragbench sync-mlflow` later",
-                    result.name, _first_line(e))
+                    result.label, _first_line(e))
         return None
 
 

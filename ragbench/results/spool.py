@@ -376,7 +376,7 @@ class SweepWriter:
     def record(self, result: ConfigResult) -> None:
         """:func:`~ragbench.results.record.record` the config, or spool it (MLflow follows the merge)."""
         self._write(lambda: record(result, self.sweep_id, self.store, self.tracker, self.parent_run),
-                    lambda: self.spool.put_result(self.sweep_id, result), f"results of config {result.name} are")
+                    lambda: self.spool.put_result(self.sweep_id, result), f"results of config {result.label} are")
 
     def record_failure(self, config_id: str, name: str, spec: dict, dataset_fingerprint: str, error: str) -> None:
         failure = ConfigFailure(config_id, name, spec, dataset_fingerprint, error)

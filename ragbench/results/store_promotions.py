@@ -44,6 +44,13 @@ class Promotion:
     model_name: str = DEFAULT_MODEL_NAME
     evidence: str = ""
 
+    @property
+    def label(self) -> str:
+        """The promoted config's name for people (:func:`ragbench.config.labels.config_label`)."""
+        from ragbench.config.labels import config_label
+
+        return config_label(self.spec, self.name)
+
 
 class PromotionsTable:
     """The ``promotions`` methods of :class:`ragbench.results.store.ResultStore` (they use its ``query`` and

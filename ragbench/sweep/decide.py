@@ -106,7 +106,7 @@ class SweepPlan:
 
     def explain(self) -> list[str]:
         """One line per config: ``<name>: <action> (<reason>)``, naming the sweep a reused result comes from."""
-        return [f"{d.config.name}: {d.action}" + (f" from {d.origin}" if d.action == "reuse" else "")
+        return [f"{d.config.labels.text}: {d.action}" + (f" from {d.origin}" if d.action == "reuse" else "")
                 + f" ({d.reason})" for d in self.decisions]
 
 

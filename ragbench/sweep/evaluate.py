@@ -270,7 +270,7 @@ def refresh_measures(store: ResultStore, sweep_id: str, refresh: MeasureRefresh,
         per_query = pl.concat(parts).with_columns(measure_key_expr(pl.col("measure")))
         summary = aggregate(per_query).cast(SUMMARY_SCHEMA)
         store.replace_measures(sweep_id, config_id, per_query, summary, measure_versions(spec.metrics.rank_measures))
-        log.info("config %s: %s recomputed from its stored rankings (new measure version)", run_config.name,
+        log.info("config %s: %s recomputed from its stored rankings (new measure version)", run_config.labels.text,
                  ", ".join(stale))
 
 

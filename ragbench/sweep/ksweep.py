@@ -44,20 +44,20 @@ class KSweep:
                 if self._copied(stored[top.config_id][0], top.config_id):
                     return
                 # its run is not in memory: the best config evaluated now gets the k sweep, if any was
-                log.info("k sweep: no stored k sweep of the best config %s (from sweep %s)%s", top.name,
+                log.info("k sweep: no stored k sweep of the best config %s (from sweep %s)%s", top.label,
                          stored[top.config_id][1], "; --fresh computes one" if best is None else
-                         f"; running it on {best.run_config.name}, the best config evaluated now")
+                         f"; running it on {best.run_config.labels.text}, the best config evaluated now")
         if best is None:
             return
         try:
             table = k_sweep_stage(self.ds, best.run, best.judged, self.generator)
         except Exception as e:  # the configs' results stand; the k sweep is an extra view of the best one
-            log.error("k sweep on %s failed: %s", best.run_config.name, e)
+            log.error("k sweep on %s failed: %s", best.run_config.labels.text, e)
             return
         self.writer.write_k_sweep(best.run_config.config_id, table)
-        log.info("k sweep on %s:\n%s", best.run_config.name, table.select("k", "accuracy", "answer_in_context",
+        log.info("k sweep on %s:\n%s", best.run_config.labels.text, table.select("k", "accuracy", "answer_in_context",
                                                                           "recall"))
-        self.tracking.log_k_sweep(table, best.run_config.name)
+        self.tracking.log_k_sweep(table, best.run_config.labels.text)
 
     def _copied(self, source: str, config_id: str) -> bool:
         try:

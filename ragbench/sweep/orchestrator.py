@@ -164,7 +164,7 @@ class _Sweep:
         outcomes = self._with_stored_metrics(outcomes, sweep_id)
         for o in outcomes:
             if o.reused_from:
-                warn(o.name, o.metrics, cfg.metrics.primary)
+                warn(o.label, o.metrics, cfg.metrics.primary)
         gen = cfg.generation
         KSweep(ds, work.generator, cfg.metrics.primary, self.store, writer, sweep_id, tracking).run(
             outcomes, plan.stored, recorder.best, gen.k_sweep if gen is not None else None)
@@ -244,7 +244,8 @@ class _Sweep:
         for d in plan.decisions:
             if d.action == "reuse":
                 log.info("config %s: reused the results of sweep %s (same data, config, evaluation settings and "
-                         "evaluation version %d; --fresh re-evaluates)", d.config.name, d.origin, EVALUATION_VERSION)
+                         "evaluation version %d; --fresh re-evaluates)", d.config.labels.text, d.origin,
+                         EVALUATION_VERSION)
         return plan
 
     def _reuse(self, plan: SweepPlan, refresh: MeasureRefresh, by_id: dict[str, RunConfig],

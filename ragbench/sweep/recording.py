@@ -61,7 +61,7 @@ class Recorder:
         """Record a config that failed with ``e`` (its message redacted) and move the progress bar."""
         msg = redact(str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}")
         with self.lock:
-            log.error("config %s failed: %s", run_config.name, msg)
+            log.error("config %s failed: %s", run_config.labels.text, msg)
             log.debug("%s", "".join(traceback.format_exception(e)))
             self.writer.record_failure(run_config.config_id, run_config.name, run_config.spec(), self.fingerprint,
                                        msg)
@@ -72,14 +72,14 @@ class Recorder:
 def log_result(result: ConfigResult, metrics: MetricsSpec) -> None:
     """The config's primary score (and answer scores), then its warnings."""
     means = result.means()
-    log.info("config %s: %s = %.4f", result.name, measure_key(metrics.primary), means.get(metrics.primary, math.nan))
+    log.info("config %s: %s = %.4f", result.label, measure_key(metrics.primary), means.get(metrics.primary, math.nan))
     if result.answers is not None:
         verdicts = (dict(result.answers["verdict"].drop_nulls().value_counts().iter_rows())
                     if "verdict" in result.answers.columns else {})
         log.info("config %s: answers EM %.3f F1 %.3f contains %.3f accuracy %.3f, answer-in-context %.3f; "
-                 "oracle %s", result.name, means["answer_em"], means["answer_f1"], means["answer_contains"],
+                 "oracle %s", result.label, means["answer_em"], means["answer_f1"], means["answer_contains"],
                  means["answer_accuracy"], means["answer_in_context"], verdicts)
-    warn(result.name, {**means, **{f"chunkstat_{k}": v for k, v in result.chunk_stats.items()}}, metrics.primary)
+    warn(result.label, {**means, **{f"chunkstat_{k}": v for k, v in result.chunk_stats.items()}}, metrics.primary)
 
 
 def warn(name: str, metrics: dict[str, float], primary: str) -> None:

@@ -51,7 +51,7 @@ def test_resume_skips_what_this_sweep_finished_and_reuses_what_others_did(config
     assert plan.reused == {b: "s0"}                           # named after the sweep that evaluated it
     assert plan.stored == {a: ("s2", "s2"), b: ("s1", "s0"), d: ("s2", "s1")}  # rows copied from "s1", not "s0"
     assert [x.reason for x in plan.decisions] == [DONE, REUSED, NOT_STORED, DONE]
-    assert plan.explain()[1] == f"{configs[1].name}: reuse from s0 ({REUSED})"
+    assert plan.explain()[1] == f"{configs[1].labels.text}: reuse from s0 ({REUSED})"
 
 
 def test_fresh_and_an_unreadable_store_run_everything_and_say_why(configs):
