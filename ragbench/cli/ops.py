@@ -2,9 +2,9 @@
 the CLI by :func:`register`.
 
 Every command reads the DuckDB store of the ragbench home (``--home``, else ``$RAGBENCH_HOME``, else ``./.ragbench``).
-SWEEP is a sweep id, a unique prefix of one, or ``latest``; CONFIG is the config's rank on the leaderboard (``1`` is
-the best), its id, a unique id prefix or its exact stored name. A measure may be written ``ndcg@10`` or
-``ndcg_at_10``. Exit codes: 0 ok, 1 promotion/rollback refused, 2 invalid input.
+SWEEP is a sweep id, a unique prefix of one, or ``latest``; CONFIG is the config's rank on the leaderboard (``1``
+is the best), its label (the name every output shows), its id, a unique id prefix or its stored name. A measure
+may be written ``ndcg@10`` or ``ndcg_at_10``. Exit codes: 0 ok, 1 promotion/rollback refused, 2 invalid input.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ragbench.cli.options import Format, fail
 HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="ragbench home holding results.duckdb (default: "
                                                                  "$RAGBENCH_HOME, else ./.ragbench)")]
 SweepArg = Annotated[str, typer.Argument(help="sweep id (or a unique prefix), or 'latest'")]
-ConfigArg = Annotated[str, typer.Argument(help="leaderboard rank (1 = best), config id, unique id prefix, or exact "
-                                               "name")]
+ConfigArg = Annotated[str, typer.Argument(help="leaderboard rank (1 = best), the config's name as the leaderboard "
+                                               "shows it, config id, unique id prefix, or stored name")]
 
 
 class Test(str, Enum):

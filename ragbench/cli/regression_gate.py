@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
         against: Annotated[str, typer.Option(help="what the candidate is compared with: 'production' (the live "
                                                   "promoted config)")] = "production",
         choice: Annotated[Optional[str], typer.Option("--config", help="the candidate among the file's configs: "
-                                                                       "position (1-based), id, id prefix or name")]
+                                                                       "position (1-based), id, id prefix, name "
+                                                                       "or stored name")]
         = None,
         probes: Annotated[Optional[Path], typer.Option(help="questions file (CSV/JSONL/YAML: question, doc, quote, "
                                                             "...) labelled on production's documents; default: a "
