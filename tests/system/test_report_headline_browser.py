@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from datetime import datetime, timezone
 from html.parser import HTMLParser
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -34,7 +33,8 @@ window.addEventListener('load', () => {
   out.id = 'ragbench-check';
   out.textContent = JSON.stringify({
     sections: Object.fromEntries(ids.map(i => [i, seen(i)])),
-    rows: [...document.querySelectorAll('#headline-table tr')].map(tr => [tr.cells[0].innerText, tr.cells[1].innerText]),
+    rows: [...document.querySelectorAll('#headline-table tr')].map(tr => [tr.cells[0].innerText,
+                                                                           tr.cells[1].innerText]),
     links: [...document.querySelectorAll('#links a')].map(a => [a.innerText, a.getAttribute('href')])});
   document.body.appendChild(out);
 });

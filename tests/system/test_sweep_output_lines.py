@@ -66,8 +66,8 @@ metrics: {{cutoffs: [10]}}
     home = tmp_path / "home"
     proc = _sweep(cfg, home, "--orchestrator", "local", RAGBENCH_PROGRESS="1", RAGBENCH_PROGRESS_INTERVAL="1")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = re.findall(r"progress: embed [^:]*\[document\]: (\d+)/(\d+) \(\d+ %\), [\d.e+]+/s, ETA [^,]+, \d+ s elapsed",
-                       proc.stderr)
+    lines = re.findall(r"progress: embed [^:]*\[document\]: (\d+)/(\d+) \(\d+ %\), [\d.e+]+/s, ETA [^,]+, "
+                       r"\d+ s elapsed", proc.stderr)
     assert len(lines) >= 2, proc.stderr[-3000:]  # a line a second while the chunks embed
     done = [int(d) for d, _ in lines]
     assert done == sorted(done) and len({t for _, t in lines}) == 1 and int(lines[0][1]) > 500
