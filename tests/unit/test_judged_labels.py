@@ -94,3 +94,28 @@ def test_write_then_read_keeps_every_field_sorted(tmp_path):
         write_judgments(tmp_path / name, rows)
         assert [j for _, j in read_judgments(tmp_path / name)] == sorted(rows, key=lambda j: j.key)
     assert read_judgments(tmp_path / "missing.csv") == []
+
+
+def test_merge_into_a_beir_folder_updates_a_row_merged_again(demo, tmp_path):
+    import json
+
+    from ragbench.judgments.merge import merge_pool
+
+    spec = DatasetSpec(format="beir", path=demo, queries="all")
+    pool = tmp_path / "pool.jsonl"
+
+    def merge(relevance, judge="ana"):
+        pool.write_text("\n".join(json.dumps({"query_id": "q01", "doc": d, "relevance": r}) for d, r in
+                                  (("nimbus-cli-reference", relevance), ("nimbus-upgrade-guide", None))) + "\n")
+        return merge_pool(pool, load_dataset(spec), spec, judge)
+
+    first = merge(1)
+    assert first.path == demo / "qrels" / "test.judged.tsv"
+    assert (first.added, first.updated, first.unchanged, first.blank) == (1, 0, 0, 1)
+    assert _grade(_load(demo), "q01", "nimbus-cli-reference") == 1
+    again = merge(3, judge="bo")
+    assert (again.added, again.updated) == (0, 1)
+    stored = [j for _, j in read_judgments(again.path)]
+    assert [(j.query_id, j.doc, j.relevance, j.source, j.judge) for j in stored] == \
+        [("q01", "nimbus-cli-reference", 3, "person", "bo")]  # updated in place, never a second row
+    assert _grade(_load(demo), "q01", "nimbus-cli-reference") == 3
