@@ -72,8 +72,8 @@ class DatasetSpec(Spec):
         "sweep ranks on the rest and measures every config on the held-out set as heldout/<measure>; "
         "{fraction: 0.3, repeats: 20} also reports how stable the pick is over 20 seeded splits")
     labels: Literal["human", "human+assessor"] = Field(
-        "human", description="which added judgments (`ragbench judge merge`: judgments.csv of a folder, "
-        "qrels/<split>.judged.tsv of BEIR) count besides the dataset's own labels: human = a person's, "
+        "human", description="which added judgments (ragbench judge merge: judgments.csv of a folder, "
+        "qrels/SPLIT.judged.tsv of BEIR) count besides the dataset's own labels: human = a person's, "
         "human+assessor = also an LLM assessor's; changing it re-judges stored rankings, nothing is re-embedded")
 
     def __new__(cls, *args: Any, **data: Any):
