@@ -46,8 +46,10 @@ def _runs(client: MlflowClient, experiment: str, sweep_id: str, kind: str) -> li
 
 @pytest.fixture(scope="module")
 def two_nights(tmp_path_factory):
-    """Night 1: two chunkers x two BM25s; night 2 adds a chunker (6 configs, 4 reused). Both published."""
+    """Night 1: two chunkers x two BM25s; its best is promoted; night 2 adds a chunker (6 configs, 4 reused). Both
+    published."""
     from ragbench.core.settings import Settings
+    from ragbench.promotion.production import PromotionRequest, promote
 
     tmp = tmp_path_factory.mktemp("nights")
     home = tmp / "home"
@@ -55,6 +57,7 @@ def two_nights(tmp_path_factory):
     first = run_sweep(load_config(write_config(tmp / "n1.yaml", night(
         "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}]"))), settings)
     publish_sweep(first.sweep_id, settings, out_dir=tmp / "r1")
+    promote(ResultStore(home / "results.duckdb"), PromotionRequest(first.sweep_id, "1"), settings=settings)
     second = run_sweep(load_config(write_config(tmp / "n2.yaml", night(
         "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}, {kind: fixed, size: 64, overlap: 16}]"))),
         settings)
@@ -110,6 +113,27 @@ def test_children_carry_rank_ci_and_the_test_against_the_best(two_nights):
         else:
             assert m["p_vs_best"] == pytest.approx(rows[cid]["p_vs_best"])
     assert max(children.values(), key=lambda c: c.data.metrics["ndcg_at_10"]).data.metrics["rank"] == 1
+
+
+def test_children_carry_their_difference_to_production(two_nights):
+    home, first, second, published = two_nights
+    vp = published.report.vs_production
+    assert vp is not None and vp.values_from == second.sweep_id  # production is one of night 2's reused configs
+    children = {c.data.tags["ragbench.config_id"]: c
+                for c in _runs(_client(home), "ragbench/night", second.sweep_id, "config")}
+    prod = children[vp.production.config_id]
+    assert prod.data.metrics["ndcg_at_10_vs_production"] == 0.0
+    best = children[vp.best.config_id].data
+    # the report's paired comparison (reporting/since.py) computes the best's difference on its own
+    assert best.metrics["ndcg_at_10_vs_production"] == pytest.approx(vp.change.mean_diff, abs=1e-12)
+    assert best.metrics["n_vs_production"] == vp.change.n
+    assert vp.production.label in best.tags["ragbench.vs_production"]
+    # every config scored the same labelled queries as production: the paired mean difference is the difference of
+    # the stored means (aggregated by the evaluation, not by the code under test)
+    base = prod.data.metrics["ndcg_at_10"]
+    diffs = {cid: c.data.metrics["ndcg_at_10_vs_production"] for cid, c in children.items()}
+    assert diffs == {cid: pytest.approx(c.data.metrics["ndcg_at_10"] - base, abs=1e-9) for cid, c in children.items()}
+    assert any(abs(d) > 1e-6 for d in diffs.values())
 
 
 def test_the_grid_is_the_parents_params(two_nights):
