@@ -102,6 +102,10 @@ def test_reports_show_judged_beside_the_primary_and_warn_when_the_winner_is_a_lo
     rows = [json.loads(line) for line in report_json(report).splitlines()]
     assert {r["config_id"]: r["judged"] for r in rows} == pytest.approx(cov.values)
     assert rows[0]["label_coverage"]["sentence"] == cov.sentence
+    from ragbench.reporting.render_csv import report_csv
+
+    header, *lines = report_csv(report).splitlines()
+    assert "judged" in header.split(",") and len(lines) == 2
     console = Console(width=200, record=True)
     console.print(leaderboard_table(result))  # the sweep's own closing table too
     assert "judged@5" in console.export_text()
