@@ -10,16 +10,17 @@ and the recursive one, and counts per chunker:
   *chrome* every other text of its ``<body>``. A chunk is boilerplate-only when its words (lowercased ``\\w+`` runs,
   link targets removed) are a contiguous run of the chrome's words and not of the content's, or when it has no words
   at all. A chunk that could be either (a heading the sidebar repeats) counts as content.
-* **chunks with chrome**: chunks that hold at least one line judged as above (a sidebar heading joined to the
-  section before it, the "Navigation" heading before a page's title).
+* **chunks with chrome**: chunks that hold at least one line with words judged as above (a sidebar heading joined
+  to the section before it, the "Navigation" heading before a page's title).
 * **short chunks**: chunk text (without its contextual prefix) under ``--short`` characters (60).
 * chunks whose text still holds a Markdown link target (``](``), and chunks whose breadcrumb prefix starts with a
   title that is chrome (``--chrome-title``, e.g. Sphinx's "Navigation" heading taken for the page title).
 
     python benchmarks/boilerplate.py /tmp/debian-docs/python-howto [--home /tmp/debian-docs/home]
-        [--drop-selectors "div.related" --drop-selectors "div.sphinxsidebar" ...] [--json OUT]
+        [--questions FILE] [--drop-selectors "div.related" --drop-selectors "div.sphinxsidebar" ...] [--json OUT]
 
-The folder needs a questions file (any: only the documents are read). Prints a markdown table.
+``--questions`` names a questions file for the folder (default: the walkthrough's; only the documents are counted).
+Prints a markdown table.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's ragbench, installed or not
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's ragbench, installed or not
 
 WORD = re.compile(r"\w+")
 LINK_TARGET = re.compile(r"\]\((?:[^()\s]|\([^()]*\))*(?:\s+\"[^\"]*\")?\)")
@@ -65,18 +67,20 @@ def is_boilerplate(chunk_text: str, content: str, chrome: str) -> bool:
 
 
 def has_chrome(chunk_text: str, content: str, chrome: str) -> bool:
-    """True when some non-empty line of the chunk is chrome by :func:`is_boilerplate`."""
-    return any(is_boilerplate(line, content, chrome) for line in chunk_text.splitlines() if line.strip())
+    """True when some line of the chunk that has words is chrome by :func:`is_boilerplate` (a code fence or a table
+    rule has none, and is no evidence either way)."""
+    return any(is_boilerplate(line, content, chrome) for line in chunk_text.splitlines()
+               if WORD.search(LINK_TARGET.sub("]", line)))
 
 
-def count(folder: Path, home: Path, convert, main: str, short: int, chrome_title: str | None) -> dict:
+def count(folder: Path, questions: Path, home: Path, convert, main: str, short: int, chrome_title: str | None) -> dict:
     """Counts for one ``convert`` value, per chunker (see the module docstring)."""
     from ragbench.chunking.markdown import MarkdownChunker
     from ragbench.chunking.recursive import RecursiveChunker
     from ragbench.chunking.base import chunk_corpus
     from ragbench.data.folder import FolderDataset
 
-    ds = FolderDataset(path=folder, convert=convert).load(cache_root=home / "cache")
+    ds = FolderDataset(path=folder, questions=questions.resolve(), convert=convert).load(cache_root=home / "cache")
     parts = {doc_id: page_parts((folder / doc_id).read_text(encoding="utf-8"), main)
              for doc_id in ds.corpus["doc_id"].to_list()}
     out = {"documents": ds.corpus.height, "characters": int(ds.corpus["text"].str.len_chars().sum())}
@@ -99,6 +103,8 @@ def count(folder: Path, home: Path, convert, main: str, short: int, chrome_title
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path, help="the HTML folder (with a questions file)")
+    ap.add_argument("--questions", type=Path, default=ROOT / "datasets" / "debian-python-howto" / "questions.csv",
+                    help="a questions file for the folder (only the documents are counted)")
     ap.add_argument("--home", type=Path, default=Path(".ragbench"), help="home whose conversion cache to use")
     ap.add_argument("--main", default="div[role=main]", help="CSS selector of a page's content (default: Sphinx's)")
     ap.add_argument("--short", type=int, default=60, help="a chunk under this many characters is short")
@@ -114,7 +120,7 @@ def main() -> None:
     variants = {"convert: false": False, "default": True}
     if a.drop_selectors:
         variants["default + drop_selectors"] = ConvertOptions(drop_selectors=tuple(a.drop_selectors))
-    results = {name: count(a.folder, a.home, v, a.main, a.short, a.chrome_title or None)
+    results = {name: count(a.folder, a.questions, a.home, v, a.main, a.short, a.chrome_title or None)
                for name, v in variants.items()}
     print(f"| convert | chunker | chunks | boilerplate-only | with chrome | under {a.short} chars "
           f"| with link targets | prefix starts {a.chrome_title!r} |")
