@@ -15,8 +15,9 @@ def assess(
     = "latest",
     model: Annotated[Optional[str], typer.Option(help="packaged model name or .gguf path served by a local "
                                                       "llama-server (default: $RAGBENCH_LLM_MODEL, else "
-                                                      "smollm2-135m; qwen2.5-coder-1.5b agrees far better), or "
-                                                      "the model name of --endpoint")] = None,
+                                                      "smollm2-135m; neither packaged model agreed with people on "
+                                                      "the demo, see docs/diagnosis.md), or the model name of "
+                                                      "--endpoint")] = None,
     endpoint: Annotated[Optional[str], typer.Option(help="an OpenAI-compatible endpoint (e.g. "
                                                          "http://host:8080) instead of the local server; its key in "
                                                          "$RAGBENCH_LLM_API_KEY")] = None,
