@@ -34,6 +34,7 @@ from ragbench.evaluation.comparison import Comparison, compare_configs
 from ragbench.reporting.columns import leaderboard_measures
 from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
 from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
+from ragbench.reporting.label_coverage import LabelCoverage, coverage_cells, is_coverage, label_coverage
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
 from ragbench.reporting.assessor import AssessorSection, assessor_section
@@ -131,6 +132,7 @@ class SweepReport:
     since_note: str | None = None
     vs_production: VsProduction | None = None
     production_note: str | None = None
+    label_coverage: LabelCoverage | None = None  # judged@k beside the primary (ragbench.reporting.label_coverage)
     pooled: PooledJudgments | None = None  # before and after judgments were added (ragbench.reporting.pooled)
     assessor: AssessorSection | None = None  # LLM assessors' kappa with people (ragbench.reporting.assessor)
 
@@ -253,7 +255,11 @@ def _configs_table(store: ResultStore, sweep_id: str) -> pl.DataFrame:
 
 def _chosen_measures(sweep_id: str, primary: str, measures: tuple[str, ...] | None,
                      available: set[str]) -> tuple[str, ...]:
-    """The measures the report compares; an unknown primary or measure is an error naming what is available."""
+    """The measures the report compares; an unknown primary or measure is an error naming what is available.
+    Label coverage (judged@k) is shown beside the primary, never compared (:mod:`ragbench.reporting.label_coverage`)."""
+    if is_coverage(primary):
+        raise RagbenchError(f"{primary} is label coverage (the share of the top k that is judged), not retrieval "
+                            "quality: it cannot be the primary measure; choose e.g. ndcg@10")
     if primary not in available:
         raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
@@ -265,7 +271,7 @@ def _chosen_measures(sweep_id: str, primary: str, measures: tuple[str, ...] | No
     if unknown:
         raise RagbenchError(f"measure(s) {unknown} not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
-    return tuple(measures)
+    return tuple(m for m in measures if not is_coverage(m))
 
 
 def _compare(pq: pl.DataFrame, measures: tuple[str, ...], shallow: dict[str, dict[str, int]],
@@ -321,6 +327,7 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
     winner = None
     if held in available and primary in comparisons:
         winner = _winner_heldout(pq, comparisons[primary], held, labels)
+    coverage = label_coverage(stored, primary, comparisons.get(primary), sweep_id, labels)
     return SweepReport(
         sweep_id=sweep_id, sweep_name=sweep["name"], dataset_name=sweep["dataset_name"],
         dataset_fingerprint=sweep["dataset_fingerprint"], status=sweep["status"], primary=primary,
@@ -334,7 +341,9 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         costs=_costs(summary, primary, comparisons, stored, configs), pooled=pooled_scores(stored, primary, labels),
         assessor=assessor_section(store, sweep["dataset_name"]),
         completion=sweep_completion(store, sweep_id), **_sections(store, sweep_id, primary, comparisons, labels, opts),
-        dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}"))))
+        label_coverage=coverage,
+        dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}")))
+        + ((coverage.sentence,) if coverage and coverage.sentence else ()))
 
 
 def _sections(store: ResultStore, sweep_id: str, primary: str, comparisons: dict[str, Comparison],
@@ -440,7 +449,7 @@ def report_leaderboard(report: SweepReport) -> Leaderboard:
         rows.append(LeaderboardRow(i, cid, c.get("name"), _labels(c), "finished", None,
                                    values={m: j.mean for m, j in judged.items()}, judged=judged, vs_best=vs,
                                    counts=(c.get("retrieval_ms_per_query"), row["n"], c.get("n_unlabelled")),
-                                   extra=_cost_cells(report, cid)))
+                                   extra={**_cost_cells(report, cid), **coverage_cells(report.label_coverage, cid)}))
     for cid, depth in report.shallow.get(report.primary, {}).items():  # finished, but not comparable on primary
         c = cfg.get(cid, {})
         rows.append(LeaderboardRow(None, cid, c.get("name"), _labels(c), "not compared",

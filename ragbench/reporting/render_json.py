@@ -15,7 +15,8 @@ def report_json(report: SweepReport) -> str:
     ``since_previous`` (:meth:`~ragbench.reporting.since.SincePrevious.as_dict`; null with ``since_previous_reason``
     when there is no previous sweep) and ``vs_production`` (:meth:`~ragbench.reporting.vs_production.VsProduction.
     as_dict`; null with ``vs_production_reason`` when nothing live compares), ``questions_needed`` (per config tied
-    with the best: :meth:`~ragbench.reporting.decision.QuestionsNeeded.as_dict`) and ``holdout_repeats``
+    with the best: :meth:`~ragbench.reporting.decision.QuestionsNeeded.as_dict`), ``label_coverage`` (judged@k per
+    config and the warning: :meth:`~ragbench.reporting.label_coverage.LabelCoverage.as_dict`) and ``holdout_repeats``
     (:meth:`~ragbench.reporting.heldout.HoldoutRepeats.as_dict`; null without repeated splits), ``assessors``
     (each LLM assessor's κ with people and confusion matrix: :meth:`~ragbench.reporting.assessor.AssessorSection.
     as_dict`; null when none was measured), one object per line."""
@@ -25,6 +26,7 @@ def report_json(report: SweepReport) -> str:
                 "vs_production": report.vs_production.as_dict() if report.vs_production else None,
                 "vs_production_reason": None if report.vs_production else report.production_note,
                 "questions_needed": [q.as_dict() for q in report.questions_needed],
+                "label_coverage": report.label_coverage.as_dict() if report.label_coverage else None,
                 "holdout_repeats": report.holdout_repeats.as_dict() if report.holdout_repeats else None,
                 "pooled": report.pooled.as_dict() if report.pooled else None,
                 "assessors": report.assessor.as_dict() if report.assessor else None}
