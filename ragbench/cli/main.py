@@ -137,6 +137,10 @@ def sweep(
                                              "(and instead of resuming)")] = False,
     report: Annotated[bool, typer.Option(help="write the HTML report and put the answer on the MLflow parent "
                                               "run when the sweep ends")] = True,
+    budget: Annotated[Optional[str], typer.Option(help="time budget (8h, 90m, 120s; default: the sweep file's "
+                                                       "budget:): no expensive stage starts that would end after "
+                                                       "it; configs left are over_budget (exit 0), the next run "
+                                                       "continues")] = None,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
@@ -161,6 +165,10 @@ def sweep(
     published = None
     try:
         cfg = load_config(config)
+        if budget is not None:  # checked (one line) before anything runs; --budget wins over the file's
+            from ragbench.sweep.budget import parse_duration
+
+            cfg = cfg.model_copy(update={"budget": f"{parse_duration(budget)}s"})
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         settings.ensure_home()
         check_results_file(settings.home / "results.duckdb")  # damaged: one line now, not a flow's traceback
@@ -180,7 +188,8 @@ def sweep(
                 configure_prefect(settings)  # before Prefect is imported: its home goes under this sweep's home
                 from flows.sweep import PUBLISHED, sweep_flow
 
-                result = sweep_flow(str(config), home=str(settings.home), publish=report, fresh=fresh, workers=pool)
+                result = sweep_flow(str(config), home=str(settings.home), publish=report, fresh=fresh, workers=pool,
+                                    budget=cfg.budget)
                 published = PUBLISHED.pop(result.sweep_id, None)
             else:
                 from ragbench.sweep import publish_sweep, run_sweep
@@ -458,11 +467,13 @@ def datasets_list(
 from ragbench.cli.regression_gate import register as _register_gate  # noqa: E402
 from ragbench.cli.ops import register as _register_ops  # noqa: E402
 from ragbench.cli.diff import register as _register_diff  # noqa: E402
+from ragbench.cli.plan import register as _register_plan  # noqa: E402
 from ragbench.cli.questions import questions_app  # noqa: E402
 from ragbench.cli.judge import judge_app  # noqa: E402
 
 _register_ops(app)
 _register_diff(app)
+_register_plan(app)
 app.add_typer(questions_app, name="questions")
 app.add_typer(judge_app, name="judge")
 _register_gate(app)

@@ -1,0 +1,58 @@
+"""``ragbench plan CONFIG``: what a sweep of CONFIG will compute after its caches and how long it will take on this
+machine, before anything runs (:mod:`ragbench.sweep.forecast`). Registered on the CLI by :func:`register`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ragbench.cli.options import fail
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``plan`` command to ``app``."""
+
+    @app.command()
+    def plan(
+        config: Annotated[Path, typer.Argument(help="sweep YAML (see configs/)")],
+        json_out: Annotated[bool, typer.Option("--json", help="print the plan as one JSON object (rows, "
+                                                              "total_seconds, disk_bytes, peak_memory_bytes, "
+                                                              "configs, texts_to_embed)")] = False,
+        home: Annotated[Optional[Path], typer.Option(help="results/cache folder, as for `ragbench sweep` (--home, "
+                                                          "then $RAGBENCH_HOME, then output.home)")] = None,
+    ) -> None:
+        """Per stage, what a sweep would compute now: chunks per chunker (cached or to cut), texts to embed per
+        model (cached and new, looked up in the vector cache), collections to index, configs to evaluate or reuse,
+        LLM calls; with estimated seconds from a calibration of each model on this machine (a seeded sample
+        encoded once, kept under <home>/calibration until the model's weights change), disk and peak memory, and
+        the total. Chunks not yet cached are cut now (into the chunk cache, where the sweep finds them)."""
+        from ragbench.config import load_config
+        from ragbench.core.errors import RagbenchError
+        from ragbench.core.models import configure_model_store, configure_revision_memo
+        from ragbench.core.progress import console, stdout
+        from ragbench.core.settings import Settings
+        from ragbench.data import load_dataset
+        from ragbench.sweep import sweep_settings
+        from ragbench.sweep.forecast import decide_now, forecast, plan_json, plan_lines
+
+        try:
+            cfg = load_config(config)
+            settings = sweep_settings(cfg, Settings.from_env(), home).apply()
+            root = settings.ensure_home()
+            configure_revision_memo(root / "cache" / "revisions.json")
+            configure_model_store(root / "models")
+            ds = load_dataset(cfg.dataset, root / "cache")
+            decided = decide_now(cfg, ds, root, settings.results_busy_wait_s)
+            f = forecast(cfg, ds, root / "cache", decided, root)
+        except RagbenchError as e:
+            fail(e)
+        if json_out:
+            typer.echo(json.dumps(plan_json(f)))
+            return
+        console.print(f"plan of sweep {cfg.name} on {ds.name} ({ds.corpus.height} docs, {ds.queries.height} "
+                      f"queries), home {root}:", highlight=False)
+        for line in plan_lines(f):
+            stdout.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -1,0 +1,115 @@
+"""How fast a model encodes on this machine: a seeded sample of the texts it will see, encoded once, timed, and
+kept per machine, model and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
+weights change (the file records the model key, weights revision included).
+
+The rate is seconds per character, each text's characters capped at the model's window
+(:func:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` x window tokens), so a rate measured on one chunker's texts
+prices another's (:mod:`ragbench.sweep.estimate`).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ragbench.core.models import resolve_device, resolve_model
+from ragbench.core.paths import slug
+from ragbench.core.progress import log
+from ragbench.sweep.estimate import CHARS_PER_TOKEN
+
+#: texts encoded (timed) per calibration, after one untimed warm-up batch
+CALIBRATION_SAMPLE = 64
+CALIBRATION_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A model's measured rate on this machine: ``seconds_per_char`` (window-capped characters), ``dim`` (vector
+    width), ``weight_bytes`` (its files), over ``texts`` sampled texts of ``chars`` capped characters;
+    ``load_seconds``: the warm-up encode, which loads the model."""
+
+    model_key: str
+    device: str
+    seconds_per_char: float
+    dim: int
+    weight_bytes: int
+    texts: int
+    chars: int
+    machine: str
+    version: int = CALIBRATION_VERSION
+    load_seconds: float = 0.0  # the first encode: loading the model (once per sweep process)
+
+
+def machine_name() -> str:
+    """This machine as a file-name component (its host name)."""
+    return slug(platform.node() or "machine")
+
+
+def window_chars(spec) -> int | None:
+    """Characters of one text the model reads: its window in tokens x :data:`CHARS_PER_TOKEN` (None: all)."""
+    from ragbench.embedding.embed import embedding_window
+
+    window = embedding_window(spec)
+    return None if window is None else int(window * CHARS_PER_TOKEN)
+
+
+def capped_chars(texts, cap: int | None) -> int:
+    """Sum of each text's length, capped at ``cap`` characters (None: uncapped)."""
+    return sum(len(t) if cap is None else min(len(t), cap) for t in texts)
+
+
+def calibration_path(home: Path, spec, device: str) -> Path:
+    return Path(home) / "calibration" / f"{machine_name()}-{slug(spec.model)}-{device}.json"
+
+
+def load_calibration(home: Path, spec) -> Calibration | None:
+    """The stored calibration of ``spec`` on this machine and device, when its model key still matches."""
+    from ragbench.embedding.embed import model_key
+
+    device = resolve_device(spec.device)
+    path = calibration_path(home, spec, device)
+    try:
+        data = json.loads(path.read_text())
+        cal = Calibration(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    return cal if cal.model_key == model_key(spec) and cal.version == CALIBRATION_VERSION else None
+
+
+def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_SAMPLE, seed: int = 0) -> Calibration:
+    """The calibration of ``spec`` (stored, or measured now on a seeded sample of ``texts`` and stored).
+
+    Measured: one untimed warm-up encode (loads the model), then the sample, longest first as the sweep sorts its
+    texts, encoded without the cache; ``seconds_per_char = seconds / capped characters``."""
+    from ragbench.embedding.embed import encode_uncached, model_key
+
+    found = load_calibration(home, spec)
+    if found is not None:
+        return found
+    device = resolve_device(spec.device)
+    cap = window_chars(spec)
+    picked = [texts[i] for i in random.Random(seed).sample(range(len(texts)), min(sample, len(texts)))] or ["text"]
+    picked.sort(key=len, reverse=True)
+    t_load = time.perf_counter()
+    encode_uncached(picked[:2], spec, "document")
+    load = time.perf_counter() - t_load
+    t0 = time.perf_counter()
+    vectors = encode_uncached(picked, spec, "document")
+    seconds = time.perf_counter() - t0
+    chars = max(1, capped_chars(picked, cap))
+    path = resolve_model(spec.model).path
+    weights = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path is not None else 0
+    cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weights, len(picked), chars,
+                      machine_name(), load_seconds=load)
+    out = calibration_path(home, spec, device)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(cal), indent=1))
+    tmp.replace(out)
+    log.info("calibrated %s on %s: %.0f texts/s on this sample (%d texts, %.1f s)", spec.label, device,
+             len(picked) / seconds if seconds else float("inf"), len(picked), seconds)
+    return cal

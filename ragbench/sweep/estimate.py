@@ -1,0 +1,170 @@
+"""What a sweep will cost, in seconds, before it runs: counts (what the caches do not hold) times rates (measured on
+this machine by :mod:`ragbench.sweep.calibrate`, or the defaults below).
+
+Pure arithmetic, no file, model or store: :func:`estimate` turns a :class:`WorkCounts` and a :class:`Rates` into an
+:class:`Estimate` (one :class:`StageCost` row per stage and its total). The conventions:
+
+- loading: ``load_seconds[model]`` once per model with new texts;
+- encoding: ``seconds = seconds_per_char[model] x chars``, where ``chars`` sums each new text's characters capped at
+  the model's window (``window_tokens x CHARS_PER_TOKEN``: a transformer reads no further), so one calibration
+  serves any chunker;
+- chunking: ``seconds_per_doc_cut x documents`` per chunker whose chunks are not cached;
+- indexing: ``seconds_per_vector_indexed x vectors`` per collection built;
+- evaluating: ``seconds_per_config + seconds_per_query x queries`` per config evaluated (reused ones cost
+  nothing); a reranking config adds ``seconds_per_rerank_pair x queries x depth``;
+- LLM: ``seconds_per_llm_call x calls``;
+- disk: ``4 x dim x vectors x 2`` bytes (the vector cache and the index hold each vector once);
+- peak memory: the largest model's weights plus the largest collection's vectors, in bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+#: characters per token, for capping a text at the model's window (English prose under WordPiece is about 4)
+CHARS_PER_TOKEN = 4.0
+
+#: default rates (seconds), measured on the demo sweep on 2 CPU cores; encoding is always calibrated per model
+DEFAULT_DOC_CUT_S = 0.002
+DEFAULT_VECTOR_INDEX_S = 0.0004
+DEFAULT_CONFIG_S = 1.5
+DEFAULT_QUERY_S = 0.004
+DEFAULT_RERANK_PAIR_S = 0.01
+DEFAULT_LLM_CALL_S = 2.0
+
+
+@dataclass(frozen=True)
+class ChunkWork:
+    """One chunker: its label, the corpus' ``documents``, its ``chunks`` and whether they were ``cached``."""
+
+    chunker: str
+    documents: int
+    chunks: int
+    cached: bool
+
+
+@dataclass(frozen=True)
+class EmbedWork:
+    """Texts one model will see for one chunker (``chunker`` None: the queries): ``unique`` texts, of which
+    ``cached`` are in the vector cache and ``new`` are not; ``new_chars``: the new texts' characters, each capped at
+    the model's window."""
+
+    chunker: str | None
+    model: str
+    unique: int
+    cached: int
+    new: int
+    new_chars: int
+
+
+@dataclass(frozen=True)
+class IndexWork:
+    """A collection to build: chunker x model, with ``vectors`` vectors (``hybrid``: with BM25 sparse vectors)."""
+
+    chunker: str
+    model: str
+    vectors: int
+    hybrid: bool = False
+
+
+@dataclass(frozen=True)
+class WorkCounts:
+    """Everything a sweep will compute after its caches: per stage, the counts :func:`estimate` prices.
+    ``run``/``reuse``/``skip``: configs evaluated now, copied from an earlier sweep, already done in this one;
+    ``rerank_pairs``: query x candidate pairs the rerankers of the configs run will score; ``llm_calls``: answers and
+    query rewrites; ``dims``: vector dimension per model; ``model_bytes``: weight bytes per model."""
+
+    chunks: tuple[ChunkWork, ...] = ()
+    embeds: tuple[EmbedWork, ...] = ()
+    indexes: tuple[IndexWork, ...] = ()
+    run: int = 0
+    reuse: int = 0
+    skip: int = 0
+    queries: int = 0
+    rerank_pairs: int = 0
+    llm_calls: int = 0
+    dims: Mapping[str, int] = field(default_factory=dict)
+    model_bytes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Seconds per unit of work; ``seconds_per_char`` and ``load_seconds`` (loading it) per model, from a
+    calibration."""
+
+    seconds_per_char: Mapping[str, float] = field(default_factory=dict)
+    load_seconds: Mapping[str, float] = field(default_factory=dict)
+    seconds_per_doc_cut: float = DEFAULT_DOC_CUT_S
+    seconds_per_vector_indexed: float = DEFAULT_VECTOR_INDEX_S
+    seconds_per_config: float = DEFAULT_CONFIG_S
+    seconds_per_query: float = DEFAULT_QUERY_S
+    seconds_per_rerank_pair: float = DEFAULT_RERANK_PAIR_S
+    seconds_per_llm_call: float = DEFAULT_LLM_CALL_S
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """One row of the plan: ``stage`` (chunk, embed, index, evaluate, llm), ``what`` it works on, the ``count``
+    of units it computes, ``cached`` units it does not, and the estimated ``seconds``."""
+
+    stage: str
+    what: str
+    count: int
+    cached: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The priced plan: its rows, ``total_seconds`` (their sum), ``disk_bytes`` and ``peak_memory_bytes``."""
+
+    rows: tuple[StageCost, ...]
+    disk_bytes: int
+    peak_memory_bytes: int
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(r.seconds for r in self.rows)
+
+    def seconds_of(self, stage: str) -> float:
+        return sum(r.seconds for r in self.rows if r.stage == stage)
+
+
+def encode_seconds(model: str, chars: int, rates: Rates) -> float:
+    """``seconds_per_char[model] x chars`` (0 when nothing is new)."""
+    return rates.seconds_per_char.get(model, 0.0) * chars if chars else 0.0
+
+
+def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
+    """Price ``counts`` with ``rates`` (the conventions are in the module docstring)."""
+    rows = [StageCost("chunk", c.chunker, 0 if c.cached else c.documents, c.documents if c.cached else 0,
+                      0.0 if c.cached else rates.seconds_per_doc_cut * c.documents) for c in counts.chunks]
+    loads = dict.fromkeys(e.model for e in counts.embeds if e.new)  # a model with new texts is loaded once
+    rows += [StageCost("load", m, 1, 0, rates.load_seconds.get(m, 0.0)) for m in loads]
+    rows += [StageCost("embed", f"{e.chunker or 'queries'} x {e.model}", e.new, e.cached,
+                       encode_seconds(e.model, e.new_chars, rates)) for e in counts.embeds]
+    rows += [StageCost("index", f"{i.chunker} x {i.model}" + (" + BM25" if i.hybrid else ""), i.vectors, 0,
+                       rates.seconds_per_vector_indexed * i.vectors) for i in counts.indexes]
+    rows.append(StageCost("evaluate", "configs", counts.run, counts.reuse + counts.skip,
+                          counts.run * (rates.seconds_per_config + rates.seconds_per_query * counts.queries)
+                          + rates.seconds_per_rerank_pair * counts.rerank_pairs))
+    if counts.llm_calls:
+        rows.append(StageCost("llm", "calls", counts.llm_calls, 0, rates.seconds_per_llm_call * counts.llm_calls))
+    new_vectors: dict[str, int] = {}
+    for e in counts.embeds:
+        new_vectors[e.model] = new_vectors.get(e.model, 0) + e.new
+    disk = sum(2 * 4 * counts.dims.get(m, 384) * n for m, n in new_vectors.items())
+    largest = max((4 * counts.dims.get(i.model, 384) * i.vectors for i in counts.indexes), default=0)
+    memory = max(counts.model_bytes.values(), default=0) + largest
+    return Estimate(tuple(rows), disk, memory)
+
+
+def stage_seconds(stage: str, units: float, chars: int, model: str | None, rates: Rates) -> float:
+    """The estimated seconds of one stage of a running sweep: ``embed`` (``chars`` new characters of ``model``),
+    ``index`` (``units`` vectors), ``evaluate`` (one config over ``units`` queries)."""
+    if stage == "embed":
+        return encode_seconds(model or "", chars, rates)
+    if stage == "index":
+        return rates.seconds_per_vector_indexed * units
+    return rates.seconds_per_config + rates.seconds_per_query * units

@@ -1,0 +1,178 @@
+"""The plan before the run: what a sweep will compute after its caches (:func:`count_work`), priced with this
+machine's calibrations (:func:`forecast`), as a table (:func:`plan_lines`) and as JSON (:func:`plan_json`).
+
+``ragbench plan`` and the start of every sweep print the same table. Counting reads the caches only: the chunks of
+a chunker not yet cached are cut (cheap; they go to the chunk cache, where the sweep finds them), texts are
+hashed as the embed stage hashes them and looked up in the vector cache, and which configs run or are reused is
+:func:`~ragbench.sweep.decide.decide` on what the result store holds."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ragbench.config import RunConfig, SweepConfig
+from ragbench.core.cache import ChunkCache, VectorCache
+from ragbench.core.schemas import index_texts
+from ragbench.data import Dataset
+from ragbench.sweep.calibrate import Calibration, calibrate, capped_chars, window_chars
+from ragbench.sweep.decide import SweepPlan
+from ragbench.sweep.estimate import ChunkWork, EmbedWork, Estimate, IndexWork, Rates, WorkCounts, estimate
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Counts, their price and the calibrations used (per model label)."""
+
+    counts: WorkCounts
+    estimate: Estimate
+    calibrations: dict[str, Calibration]
+
+    @property
+    def total_seconds(self) -> float:
+        return self.estimate.total_seconds
+
+
+def _new_texts(texts, prompt: str, known: set[str]) -> tuple[int, list[str]]:
+    """(unique texts, the new ones) of ``texts`` as the model sees them (``prompt`` + text), hashed as the embed
+    stage hashes them (:func:`~ragbench.embedding.embed.prompt_hashes`)."""
+    from ragbench.core.hashing import text_hash
+    from ragbench.core.schemas import text_batches
+
+    seen: set[str] = set()
+    new: list[str] = []
+    for batch in text_batches(texts, 4096):
+        for t in batch:
+            h = text_hash(prompt + t)
+            if h not in seen:
+                seen.add(h)
+                if h not in known:
+                    new.append(prompt + t)
+    return len(seen), new
+
+
+def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path,
+               calibrate_models: bool = True) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
+    """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
+    new texts (measured now when none is stored and ``calibrate_models``) and per model its new document texts."""
+    from ragbench.embedding.embed import model_key
+    from ragbench.sweep.stages import chunk_stage
+
+    todo: list[RunConfig] = plan.todo
+    chunk_cache, vectors = ChunkCache(cache_root), VectorCache(cache_root)
+    chunkers = [i for i, ch in enumerate(cfg.chunkers) if any(c.chunker == ch for c in todo)]
+    chunk_rows, embeds, indexes, new_by_model = [], [], [], {}
+    known: dict[tuple[str, str], set[str]] = {}
+    caps: dict[str, int | None] = {}
+
+    def known_of(emb, role):
+        key = (model_key(emb), role)
+        if key not in known:
+            known[key] = vectors.known(*key)
+        return known[key]
+
+    for i in chunkers:
+        ch = cfg.chunkers[i]
+        cached = chunk_cache.peek(ChunkCache.key(ds.fingerprint, ch)) is not None
+        chunks = chunk_stage(ds, ch, chunk_cache)
+        chunk_rows.append(ChunkWork(ch.label, ds.corpus.height, chunks.height, cached))
+        pairs: dict[str, list[RunConfig]] = {}
+        for c in todo:
+            if c.chunker == ch and c.embedder is not None:
+                pairs.setdefault(c.embedder.spec_id, []).append(c)
+        for group in pairs.values():
+            emb = group[0].embedder
+            cap = caps.setdefault(emb.spec_id, window_chars(emb))
+            unique, new = _new_texts(index_texts(chunks), emb.document_prompt, known_of(emb, "document"))
+            embeds.append(EmbedWork(ch.label, emb.label, unique, unique - len(new), len(new), capped_chars(new, cap)))
+            new_by_model.setdefault(emb.label, []).extend(new)
+            indexes.append(IndexWork(ch.label, emb.label, chunks.height))
+            if any(c.retriever.uses_sparse_collection for c in group):
+                indexes.append(IndexWork(ch.label, emb.label, chunks.height, hybrid=True))
+    models = {c.embedder.spec_id: c.embedder for c in todo if c.embedder is not None}
+    for emb in models.values():
+        unique, new = _new_texts(ds.queries["text"].to_list(), emb.query_prompt, known_of(emb, "query"))
+        embeds.append(EmbedWork(None, emb.label, unique, unique - len(new), len(new),
+                                capped_chars(new, caps.get(emb.spec_id))))
+    calibrations = {}
+    for emb in models.values():
+        if calibrate_models and any(e.new for e in embeds if e.model == emb.label):
+            texts = new_by_model.get(emb.label) or ds.queries["text"].to_list()
+            calibrations[emb.label] = calibrate(home, emb, texts)
+    n_q = ds.queries.height
+    gen = cfg.generation
+    llm = sum(n_q for c in todo if c.retriever.rewrite is not None)
+    llm += n_q * len(todo) if gen is not None and gen.enabled else 0
+    rerank = sum(n_q * c.retriever.rerank.top_n for c in todo if c.retriever.rerank is not None)
+    counts = WorkCounts(tuple(chunk_rows), tuple(embeds), tuple(indexes), len(todo), len(plan.reused),
+                        len(plan.done), n_q, rerank, llm, {m: k.dim for m, k in calibrations.items()},
+                        {m: k.weight_bytes for m, k in calibrations.items()})
+    return counts, calibrations, new_by_model
+
+
+def rates_of(calibrations: dict[str, Calibration]) -> Rates:
+    """The default rates with each calibrated model's seconds per character."""
+    return Rates(seconds_per_char={m: c.seconds_per_char for m, c in calibrations.items()},
+                 load_seconds={m: c.load_seconds for m, c in calibrations.items()})
+
+
+def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path) -> Forecast:
+    """Count the work of ``plan`` and price it (:func:`~ragbench.sweep.estimate.estimate`)."""
+    counts, cals, _ = count_work(cfg, ds, cache_root, plan, home)
+    return Forecast(counts, estimate(counts, rates_of(cals)), cals)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def plan_lines(f: Forecast) -> list[str]:
+    """The plan as lines: one per stage row (``stage  what  to compute / cached  ~seconds``), then the total,
+    disk and peak memory."""
+    lines = []
+    for r in f.estimate.rows:
+        unit = {"load": "model to load", "chunk": "documents to cut", "embed": "texts to embed", "index": "vectors to index",
+                "evaluate": "configs to evaluate", "llm": "LLM calls"}[r.stage]
+        kept = {"load": "", "chunk": "cached", "embed": "cached", "index": "", "evaluate": "reused or done", "llm": ""}[r.stage]
+        lines.append(f"  {r.stage:<8} {r.what:<44} {r.count:>8} {unit}" + (f", {r.cached} {kept}" if kept else "")
+                     + f"  ~{_duration(r.seconds)}")
+    e = f.estimate
+    lines.append(f"  total ~{_duration(e.total_seconds)}; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory "
+                 f"~{e.peak_memory_bytes / 2**20:.0f} MiB (models and the largest collection)")
+    return lines
+
+
+def plan_json(f: Forecast) -> dict:
+    """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds``,
+    ``disk_bytes``, ``peak_memory_bytes``, ``configs`` (run, reuse, skip), ``texts_to_embed`` and the calibrations."""
+    e, c = f.estimate, f.counts
+    return {"rows": [asdict(r) for r in e.rows], "total_seconds": e.total_seconds, "disk_bytes": e.disk_bytes,
+            "peak_memory_bytes": e.peak_memory_bytes,
+            "configs": {"run": c.run, "reuse": c.reuse, "skip": c.skip},
+            "texts_to_embed": sum(x.new for x in c.embeds),
+            "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}}
+
+
+def decide_now(cfg: SweepConfig, ds: Dataset, home: Path, busy_wait_s: float = 5.0) -> SweepPlan:
+    """What a sweep of ``cfg`` started now would decide (:func:`~ragbench.sweep.decide.decide`): resume the
+    unfinished sweep of this spec and data, reuse what other sweeps stored under the same evaluation keys."""
+    from ragbench.core.hashing import stable_hash
+    from ragbench.results.store import ResultStore
+    from ragbench.sweep.decide import StoreHolds, decide
+    from ragbench.sweep.evaluate import evaluation_key
+    from ragbench.sweep.plan import EvaluationSpec
+
+    configs = cfg.expand()
+    spec = EvaluationSpec.of(cfg)
+    keys = {c.config_id: evaluation_key(c, ds.fingerprint, spec, ds.labels_fingerprint) for c in configs}
+    path = Path(home) / "results.duckdb"
+    if not path.exists():
+        return decide(configs, keys, StoreHolds("(new)"))
+    store = ResultStore(path, busy_wait_s, busy_ok=True)
+    unfinished = store.find_unfinished_sweep(stable_hash(cfg.canonical()), ds.fingerprint)
+    held = store.reusable_configs(keys, prefer=unfinished)
+    return decide(configs, keys, StoreHolds(unfinished or "(new)", held))

@@ -1,0 +1,75 @@
+"""The plan's arithmetic (counts x rates -> seconds, disk, memory), durations and the budgeted order, by hand."""
+
+import pytest
+from conftest import ROOT
+
+from ragbench.config import load_config
+from ragbench.core.errors import ConfigError
+from ragbench.sweep.budget import budget_order, parse_duration
+from ragbench.sweep.estimate import ChunkWork, EmbedWork, IndexWork, Rates, WorkCounts, estimate, stage_seconds
+
+
+def test_estimate_prices_each_stage_and_sums_them():
+    counts = WorkCounts(
+        chunks=(ChunkWork("whole", 10, 10, True), ChunkWork("fixed", 10, 40, False)),
+        embeds=(EmbedWork("fixed", "m", 40, 15, 25, 10_000), EmbedWork(None, "m", 5, 0, 5, 200)),
+        indexes=(IndexWork("fixed", "m", 40),), run=3, reuse=2, skip=1, queries=5, rerank_pairs=100, llm_calls=4,
+        dims={"m": 8}, model_bytes={"m": 1000})
+    rates = Rates(seconds_per_char={"m": 0.001}, load_seconds={"m": 7.0}, seconds_per_doc_cut=0.5, seconds_per_vector_indexed=0.25,
+                  seconds_per_config=2.0, seconds_per_query=0.1, seconds_per_rerank_pair=0.01,
+                  seconds_per_llm_call=3.0)
+    e = estimate(counts, rates)
+    by = {(r.stage, r.what): r for r in e.rows}
+    assert by[("chunk", "whole")].seconds == 0 and by[("chunk", "whole")].cached == 10
+    assert by[("chunk", "fixed")].seconds == pytest.approx(5.0) and by[("chunk", "fixed")].count == 10
+    assert by[("embed", "fixed x m")].seconds == pytest.approx(10.0)
+    assert (by[("embed", "fixed x m")].count, by[("embed", "fixed x m")].cached) == (25, 15)
+    assert by[("embed", "queries x m")].seconds == pytest.approx(0.2)
+    assert by[("index", "fixed x m")].seconds == pytest.approx(10.0)
+    # 3 configs x (2 + 0.1 x 5) + 100 pairs x 0.01
+    assert by[("evaluate", "configs")].seconds == pytest.approx(8.5) and by[("evaluate", "configs")].cached == 3
+    assert by[("llm", "calls")].seconds == pytest.approx(12.0)
+    assert by[("load", "m")].seconds == 7.0  # once, though the model embeds two sets of texts
+    assert e.total_seconds == pytest.approx(5 + 7 + 10 + 0.2 + 10 + 8.5 + 12)
+    assert e.disk_bytes == 2 * 4 * 8 * (25 + 5)  # each new vector in the cache and in the index
+    assert e.peak_memory_bytes == 1000 + 4 * 8 * 40
+    assert stage_seconds("embed", 0, 500, "m", rates) == pytest.approx(0.5)
+    assert stage_seconds("evaluate", 5, 0, None, rates) == pytest.approx(2.5)
+    assert stage_seconds("index", 8, 0, None, rates) == pytest.approx(2.0)
+
+
+def test_a_model_without_new_texts_costs_nothing_and_no_llm_row_without_calls():
+    e = estimate(WorkCounts(embeds=(EmbedWork("whole", "m", 9, 9, 0, 0),)), Rates())
+    assert [r.stage for r in e.rows] == ["embed", "evaluate"] and e.total_seconds == 0
+
+
+@pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("120s", 120), ("1h30m", 5400),
+                                          ("2.5m", 150), (45, 45.0)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["8", "soon", "1d", "", "-3m"])
+def test_bad_durations_are_one_line_errors(text):
+    with pytest.raises(ConfigError, match="8h, 90m, 120s"):
+        parse_duration(text)
+
+
+def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
+    cfg = load_config(ROOT / "configs" / "demo.yaml")
+    configs = cfg.expand()
+    dense = [c for c in configs if c.embedder is not None]
+    pairs = {(c.chunker.label, c.embedder.label) for c in dense}
+    cost = {p: (1.0 if "static" in p[1] else 100.0) + len(p[0]) / 1000 for p in pairs}
+    ordered = budget_order(configs, cost)
+    assert sorted(c.config_id for c in ordered) == sorted(c.config_id for c in configs)
+    n_bm25 = sum(c.embedder is None for c in configs)
+    assert all(c.embedder is None for c in ordered[:n_bm25])
+    keys = [cost[(c.chunker.label, c.embedder.label)] for c in ordered[n_bm25:]]
+    assert keys == sorted(keys)  # cheapest pair first (the static model before MiniLM)
+    seen = set()
+    for c in ordered[n_bm25:]:  # within a pair, its first config in config order comes first
+        p = (c.chunker.label, c.embedder.label)
+        if p not in seen:
+            seen.add(p)
+            assert c == next(d for d in dense if (d.chunker.label, d.embedder.label) == p)
