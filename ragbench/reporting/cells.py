@@ -37,7 +37,7 @@ def display_rows(board: Leaderboard) -> list[dict]:
         r["wtl"] = ("—" if r.get(f"{p}_mark") == "★" else
                     f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
         if r["status"] != "finished":
-            what = "NOT COMPARED" if r["status"] == "not compared" else "FAILED"
+            what = {"not compared": "NOT COMPARED", "over_budget": "NOT RUN"}.get(r["status"], "FAILED")
             r["retriever"] = f"{r['retriever']}  {what}: {r['error'] or ''}"
     return rows
 

@@ -125,19 +125,23 @@ def comparable(metrics, measure: str) -> float | None:
     return None if unreached_depth(metrics, measure) is not None else metrics.get(measure)
 
 
+#: statuses of configs without results: last, unranked (over_budget: a budgeted sweep did not start them)
+NOT_RUN = ("failed", "over_budget")
+
+
 def ranked(outcomes: list[ConfigOutcome], primary: str) -> list[tuple[int | None, ConfigOutcome]]:
     """Outcomes best first by ``primary`` (ties by config id), each with its rank; failed configs last, rank None.
     A config whose run is too shallow for ``primary`` (:func:`comparable`) ranks after the others."""
     def key(o: ConfigOutcome):
         v = comparable(o.metrics, primary)
         v = math.nan if v is None else v
-        return (o.status == "failed", -(v if v == v else -math.inf), o.config_id)
+        return (o.status in NOT_RUN, -(v if v == v else -math.inf), o.config_id)
 
     out, rank = [], 0
     for o in sorted(outcomes, key=key):
-        if o.status != "failed":
+        if o.status not in NOT_RUN:
             rank += 1
-        out.append((rank if o.status != "failed" else None, o))
+        out.append((rank if o.status not in NOT_RUN else None, o))
     return out
 
 
@@ -168,7 +172,7 @@ def sweep_leaderboard(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
     judged = coverage_key(result.primary)  # label coverage beside the primary, never ranked on
     rows = []
     for rank, o in ranked(result.outcomes, result.primary):
-        m, done = o.metrics, o.status != "failed"
+        m, done = o.metrics, o.status not in NOT_RUN
         extra = {}
         if "answer_accuracy" in m:
             extra = {k: m.get(k) for _, k in ANSWER_COLUMNS}

@@ -102,7 +102,8 @@ def _judged_header(report: SweepReport) -> str | None:
 def _leaderboard(report: SweepReport) -> list[dict]:
     rows, p50 = [], latency_column(report.board).key == "latency_p50_ms"
     for row in report.board.rows:
-        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": row.error}
+        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": row.error,
+             "not_run": row.status == "over_budget"}
         if row.rank is not None:
             mark = row.judged[report.primary].mark if report.primary in row.judged else ""
             v = row.vs_best

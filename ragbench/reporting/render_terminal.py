@@ -99,6 +99,8 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
     for r in rows:
         if r["status"] == "failed":
             r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
+        elif r["status"] == "over_budget":
+            r["retriever"] = f"{r['retriever']}  NOT RUN: over budget"
     notes = [f"{result.n_failed} of {len(result.outcomes)} configs failed"] if result.n_failed else []
     notes += shallow_notes({m: {o.config_id: d for o in result.outcomes
                                 if (d := unreached_depth(o.metrics, m)) is not None}
@@ -108,7 +110,8 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
                      title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
                            f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed",
                      caption="\n".join(notes) or None,
-                     row_styles=["red" if r["status"] == "failed" else None for r in rows])
+                     row_styles=["red" if r["status"] == "failed" else "yellow" if r["status"] == "over_budget"
+                                 else None for r in rows])
 
 
 def vs_best_rich(report: SweepReport, width: int = 160) -> Table:

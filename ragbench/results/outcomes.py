@@ -114,6 +114,15 @@ class ConfigResult:
                              self.n_queries, self.n_unlabelled)
 
 
+#: the error of a config a budgeted sweep did not start (stored with status ``over_budget``, not ``failed``)
+OVER_BUDGET = "not run: over budget"
+
+
+def failure_status(error: str | None) -> str:
+    """``over_budget`` for a config the budget stopped (its error starts with :data:`OVER_BUDGET`), else ``failed``."""
+    return "over_budget" if (error or "").startswith(OVER_BUDGET) else "failed"
+
+
 @dataclass(frozen=True)
 class ConfigFailure:
     """A config that failed: its id, name and spec on the dataset ``dataset_fingerprint``, and the ``error``."""
@@ -130,7 +139,7 @@ class ConfigOutcome:
     config_id: str
     name: str
     spec: dict
-    status: str  # finished | failed | skipped (finished in an earlier attempt of this sweep, or reused)
+    status: str  # finished | failed | over_budget | skipped (finished in an earlier attempt of this sweep, or reused)
     metrics: dict[str, float] = field(default_factory=dict)
     n_queries: int = 0
     n_unlabelled: int = 0

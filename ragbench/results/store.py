@@ -36,7 +36,7 @@ import polars as pl
 
 from ragbench.core.measure_keys import measure_key
 from ragbench.core.redact import redact, redact_obj
-from ragbench.results.outcomes import ConfigResult
+from ragbench.results.outcomes import ConfigResult, failure_status
 from ragbench.results.store_connection import StoreConnection
 from ragbench.results.store_judgments import JudgmentsTable
 from ragbench.results.store_promotions import PromotionsTable
@@ -212,10 +212,10 @@ class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, StoreConnection
             for table in PER_CONFIG_TABLES:
                 con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
             con.execute("DELETE FROM configs WHERE sweep_id = ? AND config_id = ?", [sweep_id, config_id])
-            con.execute(f"INSERT INTO configs ({_CONFIG_COLUMNS}) VALUES (?, ?, ?, ?, ?, 'failed', ?, NULL, NULL, "
-                        "NULL, ?, ?, NULL)",
+            con.execute(f"INSERT INTO configs ({_CONFIG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, "
+                        "NULL, ?, ?, NULL)",  # status: failed, or over_budget (not run: a budgeted sweep)
                         [sweep_id, config_id, name, json.dumps(redact_obj(spec), sort_keys=True), dataset_fingerprint,
-                         redact(error),
+                         failure_status(error), redact(error),
                          mlflow_run_id, _now()])
 
     def reusable_configs(self, eval_keys: dict[str, str], prefer: str | None = None) -> dict[str, tuple[str, str]]:

@@ -45,7 +45,7 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
         tracker.client.set_tag(parent, "ragbench.finished", "false" if status == "running" else "true")
         for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
             run = ConfigRun(parent, sid, config_id, cname, json.loads(cspec), fingerprint)
-            if cstatus == "failed":
+            if cstatus in ("failed", "over_budget"):  # over budget: logged as not run (KILLED)
                 run_id = tracker.log_config_failure(run, error)
             else:
                 evidence = store.without_evidence(sid, config_id)
