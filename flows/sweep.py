@@ -179,12 +179,14 @@ def publish_artifacts(published: Published) -> int:
 @flow(name="ragbench-sweep", flow_run_name=_flow_run_name, log_prints=True,
       task_runner=ThreadPoolTaskRunner(max_workers=SWEEP_TASK_THREADS))
 def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, fresh: bool = False,
-               workers=None) -> SweepResult:
+               workers=None, budget: str | None = None) -> SweepResult:
     """Run (or resume) the sweep described by ``config_path``, then publish its report and artifacts (``fresh``:
     re-evaluate every config; ``workers``: where embedding shards run, by default a Dask scheduler named by
-    ``RAGBENCH_DASK_ADDRESS`` when set, else here)."""
+    ``RAGBENCH_DASK_ADDRESS`` when set, else here; ``budget``: a duration that overrides the file's ``budget:``)."""
     handler = _attach_run_logs()
     cfg, settings = load_config(config_path), Settings.from_env()
+    if budget:
+        cfg = cfg.model_copy(update={"budget": budget})
     own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
     if own:
         from ragbench.core.retry import check_server

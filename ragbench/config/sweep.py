@@ -51,6 +51,10 @@ class SweepConfig(Spec):
     query_classes: QueryClassSpec = QueryClassSpec()
     generation: GenerationSpec | None = None
     output: OutputSpec = OutputSpec()
+    budget: str | None = Field(None, pattern=r"^\s*(?:\d+(?:\.\d+)?\s*[hms]\s*)+$",
+                               description="stop starting expensive stages that would end after this much time "
+                                           "(8h, 90m, 120s); the configs left are marked over_budget and the next "
+                                           "run continues (--budget wins)")
 
     @model_validator(mode="after")
     def _dense_needs_embedder(self):
@@ -59,8 +63,9 @@ class SweepConfig(Spec):
         return self
 
     def canonical(self) -> dict[str, Any]:
-        # where results go, and the device an embedder runs on, do not change what a sweep measures
-        return self.model_dump(mode="json", exclude={"output": True, "embedders": {"__all__": {"device"}}})
+        # where results go, the time budget and the device an embedder runs on do not change what a sweep measures
+        return self.model_dump(mode="json", exclude={"output": True, "budget": True,
+                                                    "embedders": {"__all__": {"device"}}})
 
     def expand(self) -> list["RunConfig"]:
         """The sweep grid. Dense retrievers pair with every embedder; BM25 with none."""

@@ -32,6 +32,7 @@ from ragbench.evaluation.query_classes import assign_classes
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
+from ragbench.sweep.budget import OverBudget, plan_clock
 from ragbench.sweep.decide import COPY_FAILED, SPOOLED, StoreHolds, SweepPlan, decide
 from ragbench.judgments.rescore import rejudge, rejudge_sources, tuning_unlabelled
 from ragbench.sweep.evaluate import (EVALUATION_VERSION, MeasureRefresh, evaluation_key, plan_measure_refresh,
@@ -51,13 +52,15 @@ __all__ = ["MODEL_SLOTS", "SweepOptions", "experiment_name", "run_sweep", "sweep
 class SweepOptions:
     """How a sweep runs: ``runner`` (default :class:`~ragbench.sweep.runner.LocalRunner`), ``home`` (the CLI's
     ``--home``), ``fail_fast`` (stop at the first failing config), ``fresh`` (no resume, no reuse), ``workers``
-    (where embedding shards run; default here)."""
+    (where embedding shards run; default here), ``budget`` (seconds: no expensive stage starts that would end
+    after it, :mod:`ragbench.sweep.budget`; None: the sweep file's ``budget:``, else none)."""
 
     runner: StageRunner | None = None
     home: Path | str | None = None
     fail_fast: bool = False
     fresh: bool = False
     workers: Workers | None = None
+    budget: float | None = None  # seconds (the CLI's --budget; the sweep file's budget: when None)
 
 
 def sweep_settings(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> Settings:
@@ -100,6 +103,7 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, options: Sweep
     others go on. Two processes never run the same sweep at once: the second fails with a message naming the first.
     """
     options = replace(options or SweepOptions(), **overrides)
+    started = time.perf_counter()  # a budget counts from here
     settings = sweep_settings(cfg, settings, options.home).apply()
     preflight(cfg, settings)
     home = settings.ensure_home()
@@ -115,7 +119,9 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, options: Sweep
         embedders = runner.run("finetune", resolve_finetuned, list(cfg.embedders), cfg.dataset, ds, home)
         cfg = cfg.model_copy(update={"embedders": tuple(embedders)})
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
-        return _Sweep(cfg, ds, settings, replace(options, runner=runner), spec_hash, loaded).run()
+        sweep = _Sweep(cfg, ds, settings, replace(options, runner=runner), spec_hash, loaded)
+        sweep.started = started
+        return sweep.run()
 
 
 class _Sweep:
@@ -155,11 +161,12 @@ class _Sweep:
         tracking = open_sweep_tracking(self.settings, cfg, experiment_name(cfg), sweep_id, ds.fingerprint, writer,
                                        len(plan.reused))
         recorder = Recorder(writer, cfg.metrics, ds.fingerprint)
+        self.clock, todo = plan_clock(cfg, ds, self.home, plan, self.options.budget, getattr(self, "started", None))
         outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=plan.reused.get(c.config_id))
                     for c in configs if c.config_id in plan.stored]
-        with progress(f"sweep {cfg.name}: configs", len(plan.todo)) as advance:
+        with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
             recorder.advance = advance
-            outcomes += self._execute(plan.todo, work, recorder)
+            outcomes += self._execute(todo, work, recorder)
 
         outcomes = self._with_stored_metrics(outcomes, sweep_id)
         for o in outcomes:
@@ -277,8 +284,8 @@ class _Sweep:
     def _execute(self, configs: list[RunConfig], work: StageWork, recorder: Recorder) -> list[ConfigOutcome]:
         """Submit the graph of ``configs`` (:func:`~ragbench.sweep.graph.sweep_graph`), then collect each config's
         outcome in config order (a failure recorded as such, or raised with ``fail_fast``)."""
-        fns = StageFns(work.chunk, work.embed_queries, work.embed_documents, work.index_chunks, work.evaluate,
-                       recorder.record)
+        fns = self.clock.wrap(StageFns(work.chunk, work.embed_queries, work.embed_documents, work.index_chunks,
+                                       work.evaluate, recorder.record))  # the budget's gate and the ETA
         graph = sweep_graph(configs, self.cfg.chunkers, fns)
         work.count_bm25_users(graph.order)
         last = {chain[-1]: chain for chain in graph.chains.values()}
@@ -288,14 +295,14 @@ class _Sweep:
                 outcome([futures[name] for name in last[stage.output]])
 
         futures = execute(graph.stages, self.options.runner, {DATASET: self.loaded},
-                          fail_fast if self.options.fail_fast else None)
+                          self.clock.guard(fail_fast) if self.options.fail_fast else None)
         outcomes = []
         remaining = {i: sum(j == i for j, _ in graph.order) for i, _ in graph.order}
         for i, c in graph.order:
             try:
                 outcomes.append(outcome([futures[name] for name in graph.chains[c.config_id]]))
             except Exception as e:
-                if self.options.fail_fast:
+                if self.options.fail_fast and not isinstance(e, OverBudget):  # over budget: not a failure
                     raise
                 outcomes.append(recorder.failed(c, e))
             remaining[i] -= 1

@@ -58,7 +58,12 @@ class Recorder:
         return result.outcome()
 
     def failed(self, run_config: RunConfig, e: BaseException) -> ConfigOutcome:
-        """Record a config that failed with ``e`` (its message redacted) and move the progress bar."""
+        """Record a config that failed with ``e`` (its message redacted) and move the progress bar; one a budget
+        stopped (:class:`~ragbench.sweep.budget.OverBudget`) as :meth:`over_budget`."""
+        from ragbench.sweep.budget import OverBudget
+
+        if isinstance(e, OverBudget):
+            return self.over_budget(run_config, e)
         msg = redact(str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}")
         with self.lock:
             log.error("config %s failed: %s", run_config.labels.text, msg)
@@ -67,6 +72,15 @@ class Recorder:
                                        msg)
         self.advance(1)
         return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "failed", error=msg)
+
+    def over_budget(self, run_config: RunConfig, e: BaseException) -> ConfigOutcome:
+        """Record a config a budgeted sweep did not start (status ``over_budget``, not failed)."""
+        with self.lock:
+            log.info("config %s: %s", run_config.labels.text, e)
+            self.writer.record_failure(run_config.config_id, run_config.name, run_config.spec(), self.fingerprint,
+                                       str(e))
+        self.advance(1)
+        return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "over_budget", error=str(e))
 
 
 def log_result(result: ConfigResult, metrics: MetricsSpec) -> None:

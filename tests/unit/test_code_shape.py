@@ -21,7 +21,7 @@ MAX_SWEEP_FUNCTION_LINES = 60
 #: typer command functions whose options typer reads from the signature (one parameter per CLI option, so they
 #: cannot be grouped without changing the command line): ``ragbench/<path>:<function>``
 TYPER_COMMANDS_ALLOWED = {
-    "cli/main.py:sweep",  # ragbench sweep: config, --home, --resume, the worker and tracking options
+    "cli/main.py:sweep",  # ragbench sweep: config, --home, --resume, the worker and tracking options, --budget
     "cli/ops.py:report",  # ragbench report: sweep, --format, --out, the comparison options
     "cli/regression_gate.py:gate",  # ragbench gate: production, candidate, the probe and measure options
     "cli/questions.py:generate",  # ragbench questions generate: folder, --n, --out, --model, --json, ...

@@ -1,0 +1,205 @@
+"""A sweep within a time budget (``ragbench sweep --budget 8h`` or ``budget:`` in the sweep file), and the ETA the
+sweep logs as it goes.
+
+:class:`StageClock` wraps the expensive stages (embedding a chunker's texts, building a collection, evaluating a
+config and recording it): before each starts, its seconds are estimated with :func:`~ragbench.sweep.estimate.
+stage_seconds` at the rates measured so far in this sweep (the calibration's until a stage of that kind has run);
+when the seconds already spent plus that estimate exceed the budget, the stage does not start and raises
+:class:`OverBudget`. Its configs are recorded as ``over_budget`` ("not run: over budget"), not failed, and the
+sweep exits 0; a later run evaluates them (they are not stored as finished) and reuses the rest. A cheaper stage
+after a refused one may still start. After each embedding the clock logs the seconds left of the planned work.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import replace
+
+from ragbench.config import RunConfig
+from ragbench.core.errors import ConfigError, RagbenchError
+from ragbench.core.progress import log
+from ragbench.results.outcomes import OVER_BUDGET
+from ragbench.sweep.decide import SweepPlan
+from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate, stage_seconds
+from ragbench.sweep.graph import StageFns
+
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+_DURATION = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*[hms]\s*)+$")
+
+
+class OverBudget(RagbenchError):
+    """A stage did not start: it would have run past the sweep's budget."""
+
+    def __init__(self, what: str):
+        super().__init__(f"{OVER_BUDGET} ({what})")
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds of a duration: ``8h``, ``90m``, ``120s``, ``1h30m``, or a number of seconds."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    if not _DURATION.match(str(text)):
+        raise ConfigError(f"budget {text!r}: not a duration; write e.g. 8h, 90m, 120s or 1h30m")
+    return sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", str(text)))
+
+
+def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:
+    """The configs in the order a budgeted sweep evaluates them.
+
+    The rule: configs without an embedder (BM25) first, then per (chunker x model) pair from the cheapest to embed
+    (``pair_seconds``: estimated seconds of its new texts) to the dearest — so the static models come before the
+    transformers — and within each pair its first config before the others. Expected value per second is taken as
+    "one more pair covered" over "one more knob of a covered pair": a pair's first config says whether that
+    chunker x model can compete at all, its other retrieval knobs are cheap variations (the graph then evaluates
+    configs without an embedder first and each pair's embedding before its configs)."""
+    seen: set[tuple[str, str]] = set()
+
+    def key(c: RunConfig):
+        if c.embedder is None:
+            return (0, 0.0, 0)
+        pair = (c.chunker.label, c.embedder.label)
+        first = pair not in seen
+        seen.add(pair)
+        return (1, pair_seconds.get(pair, 0.0), 0 if first else 1)
+
+    keyed = [(key(c), n, c) for n, c in enumerate(configs)]
+    return [c for _, _, c in sorted(keyed, key=lambda t: (t[0], t[1]))]
+
+
+class StageClock:
+    """Times the sweep's expensive stages against ``budget_s`` (None: no budget, only the ETA), priced from
+    ``counts`` (the plan's) with ``rates``, updated from what each stage measures."""
+
+    def __init__(self, budget_s: float | None, counts: WorkCounts, rates: Rates, chunker_labels: list[str],
+                 started: float | None = None):
+        self.budget_s, self.rates, self.labels = budget_s, rates, chunker_labels
+        self.started = time.perf_counter() if started is None else started
+        self.chars = {(e.chunker, e.model): e.new_chars for e in counts.embeds if e.chunker is not None}
+        self.pending = dict(self.chars)  # embeddings not yet done: the ETA's remaining work
+        self.queries = counts.queries
+        self.configs_left = counts.run
+        self._eval: list[float] = []
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def _check(self, what: str, seconds: float) -> None:
+        if self.budget_s is None:
+            return
+        spent = self.elapsed()
+        if spent + seconds > self.budget_s:
+            with self._lock:
+                self.refused += 1
+            log.warning("budget: %s not started: %.0f s spent + ~%.0f s would pass the budget of %.0f s", what,
+                        spent, seconds, self.budget_s)
+            raise OverBudget(what)
+
+    def left_seconds(self) -> float:
+        """Estimated seconds of the planned work not yet done, at the rates measured so far."""
+        embeds = sum(stage_seconds("embed", 0, chars, model, self.rates) for (_, model), chars in self.pending.items())
+        return embeds + max(0, self.configs_left) * stage_seconds("evaluate", self.queries, 0, None, self.rates)
+
+    def wrap(self, fns: StageFns) -> StageFns:
+        """The graph's stage functions with the expensive ones timed (and gated when there is a budget)."""
+        return StageFns(fns.chunk, fns.embed_queries, self.embed_documents(fns.embed_documents), self.index(fns.index),
+                        self.evaluate(fns.evaluate), self.record(fns.record))
+
+    @staticmethod
+    def guard(callback):
+        """``callback(stage, futures)`` (the fail-fast check) with an over-budget config not taken for a failure."""
+        def run(stage, futures):
+            try:
+                callback(stage, futures)
+            except OverBudget:
+                pass
+        return run
+
+    def embed_documents(self, fn):
+        def run(chunker_index, chunks, emb):
+            pair = (self.labels[chunker_index], emb.label)
+            chars = self.chars.get(pair, 0)
+            self._check(f"embedding {pair[0]} x {pair[1]}", stage_seconds("embed", 0, chars, emb.label, self.rates))
+            stats = fn(chunker_index, chunks, emb)
+            with self._lock:
+                self.pending.pop(pair, None)
+                if stats.computed and stats.encode_seconds > 0 and chars:
+                    rates = dict(self.rates.seconds_per_char)
+                    rates[emb.label] = stats.encode_seconds / chars
+                    self.rates = replace(self.rates, seconds_per_char=rates)
+            log.info("plan: %.0f s so far, ~%.0f s of planned work left (measured rates)%s", self.elapsed(),
+                     self.left_seconds(), "" if self.budget_s is None else f"; budget {self.budget_s:.0f} s")
+            return stats
+        return run
+
+    def index(self, fn):
+        def run(chunker_index, emb, index_spec, chunks, sparse):
+            what = f"index {self.labels[chunker_index]} x {emb.label}"
+            self._check(what, stage_seconds("index", chunks.height, 0, None, self.rates))
+            return fn(chunker_index, emb, index_spec, chunks, sparse)
+        return run
+
+    def evaluate(self, fn):
+        def run(chunker_index, run_config, chunks, **kwargs):
+            self._check(f"config {run_config.labels.text}", stage_seconds("evaluate", self.queries, 0, None,
+                                                                          self.rates))
+            t0 = time.perf_counter()
+            try:
+                return fn(chunker_index, run_config, chunks, **kwargs)
+            finally:
+                self._measured(time.perf_counter() - t0)
+        return run
+
+    def record(self, fn):
+        def run(position, run_config, evaluated):
+            t0 = time.perf_counter()
+            try:
+                return fn(position, run_config, evaluated)
+            finally:
+                with self._lock:  # recording is part of a config's cost
+                    if self._eval:
+                        self._eval[-1] += time.perf_counter() - t0
+                        self._update_eval()
+        return run
+
+    def _measured(self, seconds: float) -> None:
+        with self._lock:
+            self._eval.append(seconds)
+            self.configs_left -= 1
+            self._update_eval()
+
+    def _update_eval(self) -> None:
+        mean = sum(self._eval) / len(self._eval)
+        self.rates = replace(self.rates, seconds_per_config=mean, seconds_per_query=0.0)
+
+
+def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None,
+               started: float | None = None) -> tuple[StageClock, list[RunConfig]]:
+    """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
+    against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, and the configs
+    to run: in the order :func:`budget_order` gives when there is a budget, else in config order."""
+    from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of
+
+    budget_s = parse_duration(cfg.budget) if budget_s is None and cfg.budget else budget_s
+    labels = [ch.label for ch in cfg.chunkers]
+    if not plan.todo:
+        return StageClock(budget_s, WorkCounts(), Rates(), labels, started), []
+    try:
+        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home)
+        rates = rates_of(cals)
+        log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
+                 len(plan.reused), len(plan.done), "\n".join(plan_lines(Forecast(counts, estimate(counts, rates),
+                                                                                  cals))))
+    except Exception as e:  # the plan informs; it never stops a sweep
+        log.warning("plan: could not be estimated (%s)", e)
+        counts, rates = WorkCounts(), Rates()
+    clock = StageClock(budget_s, counts, rates, labels, started)
+    if budget_s is None:
+        return clock, plan.todo
+    pairs = {(e.chunker, e.model): encode_seconds(e.model, e.new_chars, rates) for e in counts.embeds}
+    log.info("budget %.0f s: configs without an embedder first, then each chunker x model pair, cheapest embedding "
+             "first, its first config before the rest", budget_s)
+    return clock, budget_order(plan.todo, pairs)

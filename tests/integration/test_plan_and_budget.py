@@ -1,0 +1,116 @@
+"""The plan before the run and a budget the sweep honours, on the demo with the static model (BM25 and dense).
+
+``ragbench plan`` on a cold home says what the sweep then does (texts it embeds, configs it evaluates); on the warm
+home it says nothing is left (0 texts to embed, every config reused). A budget that the dense configs' embedding
+would overrun (a calibration on file that prices the model high: the test hook, no sleeps) stops the sweep after
+the BM25 configs: they are recorded, the others are over_budget in DuckDB, MLflow and the --json lines, the exit
+code is 0, and the next run without a budget completes with per-query values equal to an unbudgeted sweep's."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from conftest import ROOT, write_config
+from typer.testing import CliRunner
+
+from ragbench.cli import app
+from ragbench.config import load_config
+from ragbench.core.models import configure_revision_memo
+from ragbench.evaluation.cost import COST_MEASURES
+from ragbench.results.store import ResultStore
+from ragbench.sweep import run_sweep
+
+SWEEP = f"""name: budgeted
+dataset: {{name: nimbus-demo, path: {ROOT / 'datasets' / 'demo'}, split: test, queries: all}}
+chunkers: [{{kind: whole}}, {{kind: fixed, size: 128, overlap: 32}}]
+embedders: [{{model: static-retrieval-m2v}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+metrics: {{cutoffs: [1, 5, 10]}}
+ann_fidelity: {{enabled: false}}
+"""
+
+
+def _cli(*args):
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    return res
+
+
+def _plan(cfg_path, home) -> dict:
+    res = _cli("plan", cfg_path, "--json", "--home", home)
+    assert res.exit_code == 0, res.output
+    return json.loads(next(line for line in res.stdout.splitlines() if line.startswith("{")))
+
+
+def _values(store: ResultStore, sweep_id: str, config_id: str):
+    rows = store.query_metrics(sweep_id, config_id)
+    rows = rows.filter(~rows["measure"].is_in(list(COST_MEASURES)))
+    return sorted((q, m, None if v != v else v) for q, m, v in rows.select("query_id", "measure", "value").iter_rows())
+
+
+def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings):
+    path = write_config(tmp_path / "b.yaml", SWEEP)
+    cfg, home = load_config(path), settings.home
+    cold = _plan(path, home)
+    n = len(cfg.expand())
+    assert cold["configs"] == {"run": n, "reuse": 0, "skip": 0}
+    assert cold["texts_to_embed"] > 0 and cold["total_seconds"] > 0
+    assert {r["stage"] for r in cold["rows"]} >= {"chunk", "embed", "index", "evaluate"}
+    assert "static-retrieval-m2v" in cold["calibrations"]
+    result = run_sweep(cfg, settings)
+    assert result.n_failed == 0
+    assert sum(s.computed for s in result.embed_stats) == cold["texts_to_embed"]  # what the sweep then embedded
+    evaluated = [o for o in result.outcomes if o.reused_from is None]
+    assert len(evaluated) == cold["configs"]["run"]
+    warm = _plan(path, home)
+    assert warm["texts_to_embed"] == 0 and warm["configs"] == {"run": 0, "reuse": n, "skip": 0}
+    assert all(r["count"] == 0 for r in warm["rows"] if r["stage"] in ("embed", "evaluate"))
+
+
+def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp_path, settings):
+    from ragbench.embedding.embed import model_key
+    from ragbench.sweep.calibrate import Calibration, calibration_path, machine_name
+    from ragbench.core.models import resolve_device
+
+    path = write_config(tmp_path / "b.yaml", SWEEP)
+    cfg = load_config(path)
+    budgeted_home, plain_home = tmp_path / "budgeted", tmp_path / "plain"
+    # the reference: the same sweep, no budget, in its own home
+    reference = run_sweep(cfg, settings.with_home(plain_home))
+    assert reference.n_failed == 0
+    # the hook: this machine's calibration of the model says 10 s per character (a dense embedding takes hours)
+    configure_revision_memo(None)
+    emb = cfg.embedders[0]
+    hook = calibration_path(budgeted_home, emb, resolve_device(emb.device))
+    hook.parent.mkdir(parents=True)
+    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), 10.0, 256, 1, 1, 1,
+                                                  machine_name()))))
+    res = _cli("sweep", path, "--orchestrator", "local", "--json", "--home", budgeted_home, "--budget", "1h",
+               "--no-report")
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    status = {r["config_id"]: r["status"] for r in rows}
+    bm25 = {c.config_id for c in cfg.expand() if c.embedder is None}
+    dense = {c.config_id for c in cfg.expand() if c.embedder is not None}
+    assert bm25 and dense
+    assert {status[c] for c in bm25} == {"finished"} and {status[c] for c in dense} == {"over_budget"}
+    assert all(r["rank"] is None and r["error"].startswith("not run: over budget") for r in rows
+               if r["status"] == "over_budget")
+    store = ResultStore(budgeted_home / "results.duckdb")
+    first = store.sweeps()["sweep_id"].to_list()[-1]
+    stored = dict(store.query("SELECT config_id, status FROM configs WHERE sweep_id = ?", [first]).iter_rows())
+    assert stored == status
+    import mlflow
+
+    runs = mlflow.MlflowClient(f"sqlite:///{budgeted_home / 'mlflow.db'}").search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(f"sqlite:///{budgeted_home / 'mlflow.db'}").search_experiments()],
+        "tags.`ragbench.status` = 'over_budget'")
+    assert len(runs) == len(dense) and {r.info.status for r in runs} == {"KILLED"}
+    # the next run, no budget: the BM25 configs are reused, the dense ones evaluated, values as the reference's
+    hook.unlink()
+    again = run_sweep(cfg, settings.with_home(budgeted_home))
+    assert again.n_failed == 0 and {o.status for o in again.outcomes} == {"finished"}
+    assert {o.config_id for o in again.outcomes if o.reused_from} == bm25
+    ref_store, store = ResultStore(plain_home / "results.duckdb"), ResultStore(budgeted_home / "results.duckdb")
+    for c in bm25 | dense:
+        assert _values(store, again.sweep_id, c) == _values(ref_store, reference.sweep_id, c), c
