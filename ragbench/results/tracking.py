@@ -32,10 +32,13 @@ EXPERIMENT_DESCRIPTION = """ragbench sweep `{experiment}`: which retrieval confi
 model x retriever) wins on labelled queries.
 
 * One parent run per sweep, named by the sweep id. It carries the best config's metrics (`best_*`), the configs
-  tied with it (`ragbench.tied_with_best`), the HTML report (`report/report.html`) and plots.
-* One child run per config. Params are the same on every run (`chunker`, `chunk_size`, `chunk_overlap`, `embedder`
-  = `none` for BM25, `retriever`, `fusion`, `rerank`, ...). Metrics use the keys of DuckDB and the CLI:
-  `ndcg_at_10` is nDCG@10, e.g. search `metrics.ndcg_at_10 > 0.7 and params.retriever = 'hybrid'`.
+  tied with it (`ragbench.tied_with_best`), the HTML report (`report/report.html`) and plots; its params are the
+  sweep file's grid (`chunkers`, `models`, `retrievers`, `k`, `grid.*`).
+* One child run per config of the sweep, named by the config's label; a config an earlier sweep evaluated is logged
+  again without being recomputed, tagged `ragbench.computed_in_sweep`. Each carries `rank`, `<primary>_ci_low`,
+  `<primary>_ci_high`, `p_vs_best` and `tied_with_best`. Params are the same on every run (`chunker`, `chunk_size`,
+  `chunk_overlap`, `embedder` = `none` for BM25, `retriever`, `fusion`, `rerank`, ...). Metrics use the keys of
+  DuckDB and the CLI: `ndcg_at_10` is nDCG@10, e.g. search `metrics.ndcg_at_10 > 0.7 and params.retriever = 'hybrid'`.
 * `per_query.json` (previewable), `per_query.parquet` and `rankings.parquet` hold every query.
 """
 
