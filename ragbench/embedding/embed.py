@@ -37,13 +37,15 @@ Role = Literal["query", "document"]
 
 
 def model_key(spec: EmbedderSpec) -> str:
-    """Model id + weights revision (+ sequence length when overridden): the identity of a vector space. A spec
+    """Model id + weights revision (+ sequence length when overridden, + ``~onnx-fp32``/``~onnx-int8`` for the
+    onnx backend): the identity of a vector space. A spec
     with ``finetune`` names its vectors only once the sweep has swapped in the fine-tuned model (never the base's)."""
     if spec.finetune is not None and not spec.model.startswith(FINETUNED_PREFIX):
         raise ModelError(f"embedder {spec.label}: its finetune settings are not applied yet (the sweep trains it "
                          f"first, ragbench.embedding.finetune.resolve_finetuned); refusing to embed with the base model")
     key = resolve_model(spec.model).key
     key = f"{key}~L{spec.max_seq_length}" if spec.max_seq_length else key
+    key = f"{key}~{spec.backend_suffix}" if spec.backend_suffix else key  # onnx: another vector space
     # a new embedding-code version makes new vectors (keys of version 1 unchanged:
     # tests/integration/test_golden_keys.py)
     return key if type(spec).version == 1 else f"{key}~v{type(spec).version}"
@@ -140,10 +142,20 @@ def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndar
     """Vectors of ``texts`` straight from the model (role prompt prepended, as :func:`embed_shard` encodes them),
     bypassing the cache: what a serving process pays for a query it has not seen."""
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
-    device = resolve_device(spec.device)
-    model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
+    model = load_encoder(spec, resolve_device(spec.device) if spec.backend == "torch" else "cpu")
     return model.encode(texts, prompt=prompt or None, batch_size=spec.batch_size, convert_to_numpy=True,
                         show_progress_bar=False)
+
+
+def load_encoder(spec: EmbedderSpec, device: str, store: Path | None = None):
+    """The model that encodes for ``spec``: a SentenceTransformer (backend torch) or an
+    :class:`~ragbench.embedding.onnx_backend.OnnxEncoder` exported into ``store`` (default: the home's models
+    folder); both answer ``encode(texts, prompt=, batch_size=, convert_to_numpy=, show_progress_bar=)``."""
+    if spec.backend == "onnx":
+        from ragbench.embedding.onnx_backend import load_onnx_encoder
+
+        return load_onnx_encoder(spec.model, spec.quantize, spec.max_seq_length, store)
+    return load_sentence_transformer(spec.model, spec.max_seq_length, device)
 
 
 @dataclass(frozen=True)
@@ -163,10 +175,10 @@ def embed_shard(shard: EmbedShard, on_batch=None, encode_seconds: list[float] | 
     reused by every later shard. The wall seconds of each model call go to ``encode_seconds`` when given."""
     spec = shard.spec
     prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
-    device = resolve_device(spec.device)
+    device = resolve_device(spec.device) if spec.backend == "torch" else "cpu"
     if spec.model.startswith(FINETUNED_PREFIX):  # on a Dask worker too: the home's fine-tuned models
         configure_model_store(shard.cache_root.parent / "models")
-    model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
+    model = load_encoder(spec, device, shard.cache_root.parent / "models")
     batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
     cache = VectorCache(shard.cache_root)
     done = 0
