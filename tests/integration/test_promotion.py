@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timezone
+from html import escape as html_escape
 
 import polars as pl
 import pytest
@@ -81,7 +82,7 @@ def test_sweep_report_explain_promote_production_rollback(swept):
     assert "wins on ndcg_at_10" in res.output and "[" in res.output  # headline with its CI
     html = (tmp / "report" / "report.html").read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
-    assert "<h2>Leaderboard</h2>" in html and all(o.name in html for o in result.outcomes)
+    assert "<h2>Leaderboard</h2>" in html and all(html_escape(o.label) in html for o in result.outcomes)
     assert html.count("data:image/png;base64,") >= 2
     for png in ("leaderboard.png", "recall_curves.png"):
         assert (tmp / "report" / png).read_bytes().startswith(PNG_MAGIC)
