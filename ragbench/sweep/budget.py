@@ -180,7 +180,9 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None,
                started: float | None = None) -> tuple[StageClock, list[RunConfig]]:
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
     against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, and the configs
-    to run: in the order :func:`budget_order` gives when there is a budget, else in config order."""
+    to run: in the order :func:`budget_order` gives when there is a budget, else in config order. Without a budget
+    a model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
+    sweep has measured it)."""
     from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of
 
     budget_s = parse_duration(cfg.budget) if budget_s is None and cfg.budget else budget_s
@@ -188,7 +190,8 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None,
     if not plan.todo:
         return StageClock(budget_s, WorkCounts(), Rates(), labels, started), []
     try:
-        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home)
+        # calibrating costs a model load and a sample: only a budget needs it before the first embedding
+        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=budget_s is not None)
         rates = rates_of(cals)
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
                  len(plan.reused), len(plan.done), "\n".join(plan_lines(Forecast(counts, estimate(counts, rates),

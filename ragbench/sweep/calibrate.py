@@ -23,7 +23,7 @@ from ragbench.sweep.estimate import CHARS_PER_TOKEN
 
 #: texts encoded (timed) per calibration, after one untimed warm-up batch
 CALIBRATION_SAMPLE = 64
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2  # 2: the rate is per padded character of the sample
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,15 @@ def capped_chars(texts, cap: int | None) -> int:
     return sum(len(t) if cap is None else min(len(t), cap) for t in texts)
 
 
+def padded_chars(texts: list[str], cap: int | None, batch_size: int) -> int:
+    """Characters the model pays for when ``texts`` (longest first) are encoded in batches of ``batch_size``: each
+    batch as long as its longest text (padding), each text capped at ``cap``. A sweep encodes thousands of texts
+    sorted by length, so its batches barely pad and its cost is its capped characters; a small sample pads a lot,
+    so its rate is taken per padded character."""
+    lengths = sorted((len(t) if cap is None else min(len(t), cap) for t in texts), reverse=True)
+    return sum(len(lengths[i:i + batch_size]) * lengths[i] for i in range(0, len(lengths), batch_size))
+
+
 def calibration_path(home: Path, spec, device: str) -> Path:
     return Path(home) / "calibration" / f"{machine_name()}-{slug(spec.model)}-{device}.json"
 
@@ -84,7 +93,7 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     """The calibration of ``spec`` (stored, or measured now on a seeded sample of ``texts`` and stored).
 
     Measured: one untimed warm-up encode (loads the model), then the sample, longest first as the sweep sorts its
-    texts, encoded without the cache; ``seconds_per_char = seconds / capped characters``."""
+    texts, encoded without the cache; ``seconds_per_char = seconds /`` :func:`padded_chars` of the sample."""
     from ragbench.embedding.embed import encode_uncached, model_key
 
     found = load_calibration(home, spec)
@@ -100,7 +109,7 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     t0 = time.perf_counter()
     vectors = encode_uncached(picked, spec, "document")
     seconds = time.perf_counter() - t0
-    chars = max(1, capped_chars(picked, cap))
+    chars = max(1, padded_chars(picked, cap, spec.batch_size))
     path = resolve_model(spec.model).path
     weights = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path is not None else 0
     cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weights, len(picked), chars,

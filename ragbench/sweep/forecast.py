@@ -15,7 +15,7 @@ from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.schemas import index_texts
 from ragbench.data import Dataset
-from ragbench.sweep.calibrate import Calibration, calibrate, capped_chars, window_chars
+from ragbench.sweep.calibrate import Calibration, calibrate, capped_chars, load_calibration, window_chars
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import ChunkWork, EmbedWork, Estimate, IndexWork, Rates, WorkCounts, estimate
 
@@ -54,7 +54,8 @@ def _new_texts(texts, prompt: str, known: set[str]) -> tuple[int, list[str]]:
 def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path,
                calibrate_models: bool = True) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
     """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
-    new texts (measured now when none is stored and ``calibrate_models``) and per model its new document texts."""
+    new texts (the stored one; measured now when none is stored and ``calibrate_models``, else left out) and per
+    model its new document texts."""
     from ragbench.embedding.embed import model_key
     from ragbench.sweep.stages import chunk_stage
 
@@ -96,9 +97,12 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                                 capped_chars(new, caps.get(emb.spec_id))))
     calibrations = {}
     for emb in models.values():
-        if calibrate_models and any(e.new for e in embeds if e.model == emb.label):
-            texts = new_by_model.get(emb.label) or ds.queries["text"].to_list()
-            calibrations[emb.label] = calibrate(home, emb, texts)
+        if not any(e.new for e in embeds if e.model == emb.label):
+            continue
+        if calibrate_models:
+            calibrations[emb.label] = calibrate(home, emb, new_by_model.get(emb.label) or ds.queries["text"].to_list())
+        elif (stored := load_calibration(home, emb)) is not None:
+            calibrations[emb.label] = stored
     n_q = ds.queries.height
     gen = cfg.generation
     llm = sum(n_q for c in todo if c.retriever.rewrite is not None)

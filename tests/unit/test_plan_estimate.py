@@ -73,3 +73,12 @@ def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
         if p not in seen:
             seen.add(p)
             assert c == next(d for d in dense if (d.chunker.label, d.embedder.label) == p)
+
+
+def test_padded_chars_pay_each_batch_at_its_longest_text_capped_at_the_window():
+    from ragbench.sweep.calibrate import capped_chars, padded_chars
+
+    texts = ["c", "aaaa", "bb"]
+    assert padded_chars(texts, None, 2) == 2 * 4 + 1 * 1
+    assert padded_chars(texts, 3, 2) == 2 * 3 + 1 * 1
+    assert padded_chars(texts, None, 1) == capped_chars(texts, None) == 7
