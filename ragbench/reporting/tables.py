@@ -7,6 +7,7 @@ as many optional ones, in order, as fit the width without wrapping a row; the ot
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -87,8 +88,10 @@ def fit_table(columns: Sequence[Column], rows: Sequence[dict], width: int, *, ti
 
 
 def markdown_cell(s: str) -> str:
-    """Text safe in one markdown table cell: ``|`` escaped (config labels hold ``a | b | c``), newlines as spaces."""
-    return s.replace("|", "\\|").replace("\n", " ")
+    """Text safe in one markdown table cell: ``|`` escaped (config labels hold ``a | b | c``), newlines as spaces,
+    and ``& < >`` as entities, so an error text such as ``<b>boom</b>`` reads as written instead of as HTML (MLflow
+    and Prefect render raw HTML inside markdown)."""
+    return html.escape(s, quote=False).replace("|", "\\|").replace("\n", " ")
 
 
 def to_markdown(columns: Sequence[Column], rows: Sequence[dict]) -> str:
