@@ -1,9 +1,12 @@
 """Files -> Markdown text, one converter per file type, with maintained libraries doing the parsing.
 
 * ``.md``, ``.markdown``, ``.txt``: the text as it is (UTF-8; a BOM is dropped, CRLF becomes LF).
-* ``.html``, ``.htm``: BeautifulSoup drops scripts, styles, ``<head>``, ``<nav>`` and ``<footer>`` (site chrome,
-  not the page's text); markdownify writes ATX headings, ``-``
-  bullets, fenced code and pipe tables, without escaping ``_``/``*`` (the text stays searchable as written).
+* ``.html``, ``.htm``: BeautifulSoup drops scripts, styles, ``<head>``, ``<nav>``, ``role="navigation"``
+  elements and ``<footer>`` (site chrome, not the page's text) and Sphinx's permalink marks (``a.headerlink``,
+  the ``¶`` after each heading); markdownify writes ATX headings, ``-``
+  bullets, fenced code and pipe tables, without escaping ``_``/``*`` (the text stays searchable as written). The
+  title is the page's first ``<h1>`` (its text, without the permalink mark), else its ``<title>``: a Sphinx page's
+  first heading is often its top bar's ``<h3>Navigation</h3>``.
 * ``.docx``: mammoth maps Word styles to HTML (Heading 1 -> ``<h1>`` ...), then the HTML path above.
 * ``.pdf``: pypdf's text layer, page by page (a PDF has no heading structure to keep; its Title, when set, is the
   document's title). An encrypted PDF is opened when its user password is empty, else skipped.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 
@@ -32,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragbench.core.hashing import stable_hash
 
 #: bump when the conversion below changes its output
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2  # 2: HTML navigation (role) and Sphinx permalinks out; title from <h1> or <title>
 
 #: file suffix -> converter kind
 KINDS = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".html": "html", ".htm": "html",
@@ -42,9 +46,13 @@ _LIBRARIES = {"markdown": (), "text": (), "html": ("beautifulsoup4", "markdownif
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^(```|~~~)")
 #: bump when the per-file cleaning below (link lists, link targets, selectors) changes its output
-CLEANING_VERSION = 1
+CLEANING_VERSION = 2  # 2: link text across lines; headings of link-only sections; chrome link-list elements
 #: a Markdown link or image (target with an optional title), or an inline code span (left as it is)
-_LINK = re.compile(r"(`+)[^`]*?\1|(!?)\[([^\]\n]*)\]\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+#: (link text may span lines, not a blank one, and hold one level of brackets: ``[a_tuple[i] += 1](#id51)``)
+_LINK = re.compile(r"(`+)[^`]*?\1|(!?)\[((?:[^\[\]\n]|\n(?![ \t]*\n)|\[[^\[\]\n]*\])*)\]"
+                   r"\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+#: site chrome that is dropped (with ``drop_link_lists``) when it is a link list: Sphinx's bars and sidebar
+CHROME_SELECTORS = ("div.related", "div.sphinxsidebar")
 #: share of a block's word characters in link text from which a block of links is a link list
 LINK_LIST_SHARE = 0.7
 
@@ -141,19 +149,41 @@ def decode_utf8(data: bytes) -> str:
         raise ConversionError(f"not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8", line) from None
 
 
-def _html_to_markdown(html: bytes | str, selectors: tuple[str, ...] = ()) -> str:
+def _element_is_link_list(tag) -> bool:
+    """An element whose word characters are mostly (:data:`LINK_LIST_SHARE`) in at least two links' text."""
+    links = tag.find_all("a")
+    inside = sum(_word_chars(a.get_text()) for a in links)
+    total = _word_chars(tag.get_text())
+    return len(links) >= 2 and inside > 0 and inside >= LINK_LIST_SHARE * total
+
+
+def _html_to_markdown(html: bytes | str, selectors: tuple[str, ...] = (), chrome: bool = False
+                      ) -> tuple[str, str | None]:
+    """``(Markdown, title)`` of an HTML page (see the module docstring); ``chrome``: also drop the
+    :data:`CHROME_SELECTORS` elements that are link lists."""
     from bs4 import BeautifulSoup
     from markdownify import MarkdownConverter
 
     soup = BeautifulSoup(html, "html.parser")
+    for tag in soup.select("a.headerlink"):  # Sphinx's permalink mark, not the heading's text
+        tag.decompose()
+    page_title = soup.title.get_text(" ", strip=True) if soup.title is not None else ""
     for tag in soup(["script", "style", "noscript", "template", "head", "nav", "footer"]):  # not the page's text
+        tag.decompose()
+    for tag in soup.select('[role="navigation"]'):
         tag.decompose()
     for selector in selectors:
         for tag in soup.select(selector):
             tag.decompose()
+    if chrome:
+        for tag in soup.select(", ".join(CHROME_SELECTORS)):
+            if not tag.decomposed and _element_is_link_list(tag):
+                tag.decompose()
+    h1 = soup.find("h1")
+    title = " ".join(h1.get_text(" ").split()) if h1 is not None else ""
     converter = MarkdownConverter(heading_style="ATX", bullets="-", escape_underscores=False,
                                   escape_asterisks=False, escape_misc=False)
-    return converter.convert_soup(soup.body or soup)
+    return converter.convert_soup(soup.body or soup), title or page_title or None
 
 
 def _pdf_text(data: bytes) -> tuple[str, str | None]:
@@ -193,19 +223,21 @@ def _docx_html(data: bytes) -> str:
 
 def convert(data: bytes, kind: str, options: ConvertOptions | None = None) -> tuple[str, str | None]:
     """``(Markdown text, title)`` of a file's bytes under converter ``kind`` (see :data:`KINDS`); the title is the
-    document's own when its format stores one apart from the text (a PDF's Title), else None. ``options``: what to
+    document's own when its format gives one apart from the text (a PDF's Title; an HTML page's first ``<h1>``,
+    else its ``<title>``), else None. ``options``: what to
     leave out (selectors here; link lists and targets are :func:`clean_links`' work); None: nothing.
 
     Raises :class:`ConversionError` when the file cannot be read or converts to empty text.
     """
     title = None
     selectors = options.drop_selectors if options is not None else ()
+    chrome = options is not None and options.drop_link_lists
     if kind in ("markdown", "text"):
         text = decode_utf8(data)
     elif kind == "html":
-        text = _html_to_markdown(data, selectors)
+        text, title = _html_to_markdown(data, selectors, chrome)
     elif kind == "docx":
-        text = _html_to_markdown(_docx_html(data), selectors)
+        text, _ = _html_to_markdown(_docx_html(data), selectors, chrome)
     elif kind == "pdf":
         text, title = _pdf_text(data)
     else:
@@ -255,27 +287,75 @@ def is_link_list(block: str) -> bool:
     return inside > 0 and inside >= LINK_LIST_SHARE * (inside + outside)
 
 
-def strip_link_targets(text: str) -> str:
-    """``[text](target)`` -> ``text`` and ``![alt](src)`` -> ``alt`` outside code (inline spans and fences)."""
-    out, fenced = [], False
+def _unfenced(text: str, change: Callable[[str], str]) -> str:
+    """``text`` with ``change`` applied to each stretch of lines outside fenced code (fences kept as they are)."""
+    out: list[str] = []
+    stretch: list[str] = []
+    fenced = False
     for line in text.split("\n"):
-        if _FENCE.match(line):
-            fenced = not fenced
+        if _FENCE.match(line) or fenced:
+            if stretch:
+                out.append(change("\n".join(stretch)))
+                stretch = []
             out.append(line)
+            if _FENCE.match(line):
+                fenced = not fenced
         else:
-            out.append(line if fenced else _LINK.sub(lambda m: m.group(0) if m.group(1) else m.group(3), line))
+            stretch.append(line)
+    if stretch:
+        out.append(change("\n".join(stretch)))
     return "\n".join(out)
 
 
+def strip_link_targets(text: str) -> str:
+    """``[text](target)`` -> ``text`` and ``![alt](src)`` -> ``alt`` outside code (inline spans and fences); link
+    text may span lines (not a blank one) and sit in a heading."""
+    return _unfenced(text, lambda part: _LINK.sub(lambda m: m.group(0) if m.group(1) else m.group(3), part))
+
+
+def _heading_level(block: str) -> int | None:
+    """The level of a one-line ATX heading block, else None."""
+    if "\n" in block or not _HEADING.match(block):
+        return None
+    return len(block) - len(block.lstrip("#"))
+
+
+def _bare(block: str) -> bool:
+    """A block with no words outside links: nothing but links (one is enough), or no word characters at all."""
+    if is_structure(block):
+        return False
+    outside = _word_chars(_LINK.sub(lambda m: m.group(0) if m.group(1) else "", block))
+    inside = sum(_word_chars(m.group(3)) for m in _LINK.finditer(block) if m.group(3) is not None)
+    return outside == 0 or (inside > 0 and inside >= LINK_LIST_SHARE * (inside + outside))
+
+
+def _drop_sections(bs: list[str], gone: list[bool]) -> None:
+    """Mark in ``gone`` each heading whose section (the blocks up to the next heading of its level or above) holds
+    nothing after cleaning but dropped blocks, bare links (:func:`_bare`) and headings marked so, with that section:
+    a sidebar's "Next topic" over one link, a "Table of Contents" over its list."""
+    for i in range(len(bs) - 1, -1, -1):
+        level = _heading_level(bs[i])
+        if level is None:
+            continue
+        end = i + 1
+        while end < len(bs) and ((lv := _heading_level(bs[end])) is None or lv > level):
+            end += 1
+        if all(gone[j] or (_heading_level(bs[j]) is None and _bare(bs[j])) for j in range(i + 1, end)):
+            for j in range(i, end):
+                gone[j] = True
+
+
 def clean_links(text: str, options: ConvertOptions) -> tuple[str, list[str]]:
-    """``(text, dropped link lists)``: link lists dropped and link targets stripped as ``options`` say."""
+    """``(text, dropped blocks)``: link lists dropped, with the headings whose sections held only links (or
+    nothing), and link targets stripped, as ``options`` say. A text that would be left empty stays as it is."""
     dropped: list[str] = []
     if options.drop_link_lists:
-        kept = []
-        for block in blocks(text):
-            (dropped if is_link_list(block) else kept).append(block)
-        if dropped and kept:  # a page of nothing but links stays as it is
-            text = "\n\n".join(kept) + "\n"
+        bs = blocks(text)
+        gone = [is_link_list(b) for b in bs]
+        _drop_sections(bs, gone)
+        dropped = [b for b, g in zip(bs, gone) if g]
+        if dropped and not all(gone):
+            text = "\n\n".join(b for b, g in zip(bs, gone) if not g) + "\n"
         else:
             dropped = []
     if options.strip_link_targets:

@@ -9,8 +9,9 @@ questions file (see :mod:`.questions`; default ``questions.csv``/``.jsonl``/``.y
       reference/errors.html
       release-notes/2024-05.pdf
 
-* Doc id = the path relative to the root (``guides/install.md``); title = the first heading, else the title the
-  file stores (a PDF's Title), else the file name without its suffix.
+* Doc id = the path relative to the root (``guides/install.md``); title = an HTML page's first ``<h1>``, else
+  its ``<title>``; else the first heading, else the title the file stores (a PDF's Title), else the file name
+  without its suffix.
 * Metadata (for the metadata filters of retrievers): ``path``, ``folder`` (``"guides"``, ``""`` at the root),
   ``folders`` (every folder on the way, a list: ``{folders: guides}`` matches any depth), ``ext`` (``"md"``),
   ``size`` (bytes) and ``modified`` (ISO-8601 UTC).
@@ -260,12 +261,16 @@ def drop_repeated(docs: list[FolderDocument], share: float) -> list[FolderDocume
             out.append(d)
             continue
         text = "\n\n".join(kept) + "\n"
-        out.append(replace(d, text=text, title=_title(text, d.title_stored, d.doc_id),
+        out.append(replace(d, text=text, title=_title(text, d.title_stored, d.doc_id, d.kind),
                            dropped=d.dropped + tuple(("repeated", b) for b in gone)))
     return out
 
 
-def _title(text: str, stored: str | None, doc_id: str) -> str:
+def _title(text: str, stored: str | None, doc_id: str, kind: str = "") -> str:
+    """An HTML page's own title (its first ``<h1>``, else ``<title>``: :func:`~ragbench.data.convert.convert`),
+    else the text's first heading, else the title the file stores (a PDF's Title), else the file name's stem."""
+    if kind == "html" and stored:
+        return stored
     return first_heading(text) or stored or PurePosixPath(doc_id).stem
 
 
@@ -304,8 +309,9 @@ def _read_file(root: Path, rel: str, cache: DocumentCache | None,
     if "error" in entry:
         return SkippedFile(doc_id, suffix, entry["error"], entry.get("line"))
     text = entry["text"]
-    return FolderDocument(doc_id, kind, _title(text, entry.get("title"), doc_id), text, _metadata(doc_id, path), sha,
-                          cached, tuple(("link list", b) for b in entry.get("dropped", ())), entry.get("title"))
+    title = _title(text, entry.get("title"), doc_id, kind)
+    return FolderDocument(doc_id, kind, title, text, _metadata(doc_id, path), sha, cached,
+                          tuple(("link list", b) for b in entry.get("dropped", ())), entry.get("title"))
 
 
 def scan_folder(root: Path, include: tuple[str, ...] = (), exclude: tuple[str, ...] = (), *,
