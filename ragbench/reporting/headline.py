@@ -83,6 +83,13 @@ class Headline:
                 ("since the previous sweep", self.since), ("against production", self.production),
                 ("next", " ".join(self.next_steps))]
 
+    def as_dict(self) -> dict:
+        """The headline for the JSON report: its parts, the verdict and tied set in words, and the next steps."""
+        return {"verdict": self.verdict, "winner": self.winner, "winner_id": self.winner_id, "primary": self.primary,
+                "mean": self.mean, "ci_low": self.ci_low, "ci_high": self.ci_high, "tied": list(self.tied),
+                "runner_up": self.runner_up, "margin": self.margin, "margin_p": self.margin_p, "since": self.since,
+                "production": self.production, "next_steps": list(self.next_steps)}
+
     def lines(self) -> list[str]:
         """The headline as text lines, one per :meth:`items` entry (``what: sentence``)."""
         return [f"{what}: {text}" for what, text in self.items()]
@@ -106,8 +113,11 @@ def next_steps(report: SweepReport) -> tuple[str, ...]:
         out.append(f"Promote: `ragbench promote {report.sweep_id} {report.best}` (nothing is live yet).")
     tied = report.tied_with_best
     if tied:
-        out.append(f"Label more questions (or pool judgments) to separate the best from the {len(tied)} config(s) "
-                   f"tied with it; `ragbench compare {report.sweep_id}` shows each against the best.")
+        needed = [q.n_needed for q in report.questions_needed if q.n_needed is not None]
+        how_many = f" (about {min(needed):,} questions for the closest)" if needed else ""
+        out.append(f"Pool judgments (`ragbench judge pool {report.sweep_id}`) or label more questions{how_many} to "
+                   f"separate the best from the {len(tied)} config(s) tied with it; "
+                   f"`ragbench compare {report.sweep_id}` shows each against the best.")
     if report.unfinished:
         out.insert(0, f"Finish the sweep first (rerun `ragbench sweep` resumes it): {report.unfinished}.")
     return tuple(out) or (f"`ragbench explain {report.sweep_id} 1` shows where the best wins and loses.",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ragbench.config.labels import ConfigLabels
+from ragbench.reporting.headline import build_headline
 from ragbench.reporting.leaderboard import ranked
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.tables import to_json_lines
@@ -19,9 +20,11 @@ def report_json(report: SweepReport) -> str:
     config and the warning: :meth:`~ragbench.reporting.label_coverage.LabelCoverage.as_dict`) and ``holdout_repeats``
     (:meth:`~ragbench.reporting.heldout.HoldoutRepeats.as_dict`; null without repeated splits), ``assessors``
     (each LLM assessor's κ with people and confusion matrix: :meth:`~ragbench.reporting.assessor.AssessorSection.
-    as_dict`; null when none was measured), one object per line."""
+    as_dict`; null when none was measured) and ``headline`` (the words every surface leads with:
+    :meth:`~ragbench.reporting.headline.Headline.as_dict`; null when no config ranked), one object per line."""
     done = report.completion.as_dict() if report.completion is not None else {}
-    sections = {"since_previous": report.since_previous.as_dict() if report.since_previous else None,
+    ranked_any = report.leaderboard().height > 0
+    sections = {"headline": build_headline(report).as_dict() if ranked_any else None,"since_previous": report.since_previous.as_dict() if report.since_previous else None,
                 "since_previous_reason": report.since_note,
                 "vs_production": report.vs_production.as_dict() if report.vs_production else None,
                 "vs_production_reason": None if report.vs_production else report.production_note,

@@ -81,6 +81,14 @@ def test_questions_needed_and_repeated_splits_in_every_format(tmp_path, settings
     assert set(line["questions_needed"][0]) >= {"config", "label", "mean_diff", "sd_diff", "n_now", "n_needed",
                                                 "alpha_per_test", "power"}
     assert line["holdout_repeats"]["repeats"] == 20 and len(line["holdout_repeats"]["per_repeat"]) == 20
+    # the JSON headline names what the rows say: rank 1 with its mean and CI, the tied config, and the pool command
+    top, tied_row = line, json.loads(report_json(rep).splitlines()[1])
+    head = top["headline"]
+    assert (head["winner_id"], head["mean"], head["ci_low"]) == (top["config_id"], top["ndcg_at_10"],
+                                                                 top["ndcg_at_10_ci_low"])
+    assert head["tied"] == [rep.label_of(tied_row["config_id"])] and tied_row["tied_with_best"]
+    assert any(f"ragbench judge pool {rep.sweep_id}" in s and f"about {q.n_needed:,} questions" in s
+               for s in head["next_steps"])
     rows = {r["config_id"]: r for r in csv.DictReader(io.StringIO(report_csv(rep)))}
     assert rows[other]["questions_needed"] == str(q.n_needed) and rows[rep.best]["questions_needed"] == ""
     assert sum(int(r["holdout_wins"]) for r in rows.values()) == 20
