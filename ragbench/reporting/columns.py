@@ -28,6 +28,21 @@ def leaderboard_measures(present: Iterable[str], measures: Iterable[str] = LEADE
     return tuple(dict.fromkeys(measure_key(m.format(max_k=max_k)) for m in measures))
 
 
+def shown_measures(spec: dict, primary: str, held: str, available: Iterable[str]) -> tuple[str, ...] | None:
+    """The measures a report compares under the sweep file's ``metrics.show`` (``spec``: the stored sweep spec):
+    ``primary``, its held-out score ``held`` when computed, then ``show``'s measures in its order, as keys, those
+    computed per query (``available``) only (label coverage, judged@k, is kept for the caller to place beside the
+    primary). None when the sweep file sets no ``show``: the default columns
+    (:data:`LEADERBOARD_MEASURES`) apply."""
+    show = (spec.get("metrics") or {}).get("show")
+    if not show:
+        return None
+    present = set(available)
+    keys = [measure_key(m) for m in show]
+    ordered = (primary, *([held] if held in present else []), *keys)
+    return tuple(m for m in dict.fromkeys(ordered) if m in present or m == primary)
+
+
 def shallow_notes(shallow: dict[str, dict[str, int]]) -> list[str]:
     """One sentence per cutoff whose document measures some configs' runs were too shallow for. ``shallow``:
     measure -> ``{config_id: distinct documents reached}`` of those configs

@@ -31,7 +31,7 @@ from ragbench.data.holdout import heldout_key
 from ragbench.data.labels import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.comparison import Comparison, compare_configs
-from ragbench.reporting.columns import leaderboard_measures
+from ragbench.reporting.columns import leaderboard_measures, shown_measures
 from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
 from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
 from ragbench.reporting.label_coverage import LabelCoverage, coverage_cells, is_coverage, label_coverage
@@ -254,7 +254,7 @@ def _configs_table(store: ResultStore, sweep_id: str) -> pl.DataFrame:
 
 
 def _chosen_measures(sweep_id: str, primary: str, measures: tuple[str, ...] | None,
-                     available: set[str]) -> tuple[str, ...]:
+                     available: set[str], spec: dict | None = None) -> tuple[str, ...]:
     """The measures the report compares; an unknown primary or measure is an error naming what is available.
     Label coverage (judged@k) is shown beside the primary, never compared (:mod:`ragbench.reporting.label_coverage`)."""
     if is_coverage(primary):
@@ -264,6 +264,8 @@ def _chosen_measures(sweep_id: str, primary: str, measures: tuple[str, ...] | No
         raise RagbenchError(f"measure {primary!r} was not computed in sweep {sweep_id}; available: "
                             f"{', '.join(sorted(available))}")
     held = heldout_key(primary)
+    if measures is None:  # the sweep file's metrics.show chooses the columns when it is set
+        measures = shown_measures(spec or {}, primary, held, available)
     if measures is None:  # the held-out score of every config right after the primary it was ranked on
         measures = (primary, *([held] if held in available else []),
                     *[m for m in leaderboard_measures(available) if m not in (primary, held) and m in available])
@@ -312,7 +314,8 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         raise RagbenchError(f"sweep {sweep_id} has no finished config with results"
                             + (f" ({configs.height} failed)" if configs.height else ""))
     available = set(pq["measure"].unique().to_list())
-    measures = _chosen_measures(sweep_id, primary, measure_keys(opts.measures), available)
+    measures = _chosen_measures(sweep_id, primary, measure_keys(opts.measures), available,
+                                json.loads(sweep.get("spec_json") or "{}"))
     names = dict(configs.select("config_id", "name").iter_rows())
     stored = {cid: MeasureMap(mets) for cid, (mets, _, _) in store.stored_config_metrics(sweep_id).items()}
     shallow = {m: refused for m in measures
