@@ -114,7 +114,8 @@ def next_steps(report: SweepReport) -> tuple[str, ...]:
     tied = report.tied_with_best
     if tied:
         needed = [q.n_needed for q in report.questions_needed if q.n_needed is not None]
-        how_many = f" (about {min(needed):,} questions for the closest)" if needed else ""
+        how_many = ("" if not needed else f" (about {needed[0]:,} questions)" if len(needed) == 1 else
+                    f" (about {min(needed):,} to {max(needed):,} questions, depending on the config)")
         out.append(f"Pool judgments (`ragbench judge pool {report.sweep_id}`) or label more questions{how_many} to "
                    f"separate the best from the {len(tied)} config(s) tied with it; "
                    f"`ragbench compare {report.sweep_id}` shows each against the best.")

@@ -87,7 +87,7 @@ def test_questions_needed_and_repeated_splits_in_every_format(tmp_path, settings
     assert (head["winner_id"], head["mean"], head["ci_low"]) == (top["config_id"], top["ndcg_at_10"],
                                                                  top["ndcg_at_10_ci_low"])
     assert head["tied"] == [rep.label_of(tied_row["config_id"])] and tied_row["tied_with_best"]
-    assert any(f"ragbench judge pool {rep.sweep_id}" in s and f"about {q.n_needed:,} questions" in s
+    assert any(f"ragbench judge pool {rep.sweep_id}" in s and f"(about {q.n_needed:,} questions)" in s
                for s in head["next_steps"])
     rows = {r["config_id"]: r for r in csv.DictReader(io.StringIO(report_csv(rep)))}
     assert rows[other]["questions_needed"] == str(q.n_needed) and rows[rep.best]["questions_needed"] == ""
