@@ -65,6 +65,12 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings):
     warm = _plan(path, home)
     assert warm["texts_to_embed"] == 0 and warm["configs"] == {"run": 0, "reuse": n, "skip": 0}
     assert all(r["count"] == 0 for r in warm["rows"] if r["stage"] in ("embed", "evaluate"))
+    # other cutoffs: every config is evaluated again, yet every vector is in the cache (asked text by text)
+    other = write_config(tmp_path / "c.yaml", SWEEP.replace("cutoffs: [1, 5, 10]", "cutoffs: [1, 3, 10]"))
+    again = _plan(other, home)
+    assert again["configs"]["run"] == n and again["texts_to_embed"] == 0
+    assert all(r["cached"] > 0 for r in again["rows"] if r["stage"] == "embed")
+    assert run_sweep(load_config(other), settings).vectors_computed == 0
 
 
 def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp_path, settings):
