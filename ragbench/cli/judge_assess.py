@@ -77,8 +77,15 @@ def assess(
         stdout.print(f"  {grade}: " + " ".join(f"{c:4d}" for c in row), highlight=False)
     if a.seconds_per_pair is not None:
         stdout.print(f"{a.seconds_per_pair:.2f} s per pair", highlight=False)
-    stdout.print(f"next: `ragbench judge merge {result.out} --sweep {sid}`"
-                 + ("" if a.trusted else " --force (κ below 0.4: check its grades first)"), highlight=False)
+    stdout.print(next_command(result.out, sid, a.trusted), highlight=False)
+
+
+def next_command(out: Path, sweep_id: str, trusted: bool) -> str:
+    """The line that says what to run next: ``judge merge`` of the written file, with ``--force`` inside the
+    backticks when the assessor's κ is below 0.4 (merge refuses it otherwise)."""
+    force = "" if trusted else " --force"
+    return (f"next: `ragbench judge merge {out} --sweep {sweep_id}{force}`"
+            + ("" if trusted else " (κ below 0.4: check its grades first)"))
 
 
 def register(app: typer.Typer) -> None:

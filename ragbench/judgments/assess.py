@@ -8,6 +8,10 @@
 2. **Grading.** Every pool row with a blank relevance gets the assessor's grade, ``source = assessor:<model>``,
    ``judge`` = the model, ``judged_at`` = now; rows a person filled are kept as they are. The result is written
    to ``--out`` (default: ``<pool>.assessed.<suffix>`` beside it), in the pool's format.
+
+A pair the assessor left **ungraded** (twice a reply that is not a grade, :class:`~ragbench.judgments.assessor.
+Assessor`) does not end the run: a calibration pair is left out of the agreement, a pool row keeps its blank
+relevance (a rerun grades it again; grades are cached, so only those are asked), and both are counted in the result.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.progress import progress
 from ragbench.data.dataset import Dataset
 from ragbench.judgments.agreement import Agreement, calibration_sample, measure, people_pairs
-from ragbench.judgments.assessor import PROMPT_VERSION, Assessor
+from ragbench.judgments.assessor import PROMPT_VERSION, Assessor, AssessorError
 from ragbench.judgments.pool_file import pool_rows, read_pool, write_pool
 
 #: pairs people judged that the assessor grades before its grades count (``--sample``)
@@ -47,8 +51,9 @@ class AssessRequest:
 @dataclass(frozen=True)
 class AssessResult:
     """What an assessment did: the file written, the :class:`Agreement` measured, the rows ``graded`` by the
-    assessor (``cached`` of them from the grade cache), the rows a person had filled (``kept``) and the grading's
-    wall ``seconds``."""
+    assessor (``cached`` of them from the grade cache), the rows a person had filled (``kept``), the grading's
+    wall ``seconds``, and the pairs left ungraded: pool rows left blank (``ungraded``) and calibration pairs left
+    out of the agreement (``ungraded_calibration``)."""
 
     out: Path
     agreement: Agreement
@@ -56,10 +61,17 @@ class AssessResult:
     cached: int
     kept: int
     seconds: float
+    ungraded: int = 0
+    ungraded_calibration: int = 0
 
     def describe(self) -> str:
-        return (f"wrote {self.out}: {self.graded} row(s) graded by {self.agreement.model} ({self.cached} from the "
+        text = (f"wrote {self.out}: {self.graded} row(s) graded by {self.agreement.model} ({self.cached} from the "
                 f"cache), {self.kept} filled by a person kept")
+        if self.ungraded or self.ungraded_calibration:
+            text += (f"; ungraded (twice a reply that is not a grade): {self.ungraded} row(s) left blank, "
+                     f"{self.ungraded_calibration} calibration pair(s) left out of the agreement; rerun to ask "
+                     "them again")
+        return text
 
 
 def default_out(pool: Path) -> Path:
@@ -99,10 +111,14 @@ def assess_pool(assessor: Assessor, dataset: Dataset, request: AssessRequest, st
     t0 = time.perf_counter()
     with progress("assessor: pairs people judged", len(sample)) as advance:
         checked = assessor.grade_all([(p.question, p.passage) for p in sample], advance)
+    graded_sample = [(p, g) for p, g in zip(sample, checked) if not g.ungraded]
+    if sample and not graded_sample:
+        raise AssessorError(f"the assessor graded none of the {len(sample)} calibration pair(s): every reply was "
+                            "not a grade, twice (see the warnings); try another --model or --endpoint")
     stamp = now or datetime.now(timezone.utc)
-    timed = [g.seconds for g in checked if g.seconds > 0]
-    agreement = measure(assessor.model, PROMPT_VERSION, (dataset.name, dataset.fingerprint), sample,
-                        [g.grade for g in checked], measured_at=stamp,
+    timed = [g.seconds for _, g in graded_sample if g.seconds > 0]
+    agreement = measure(assessor.model, PROMPT_VERSION, (dataset.name, dataset.fingerprint),
+                        [p for p, _ in graded_sample], [g.grade for _, g in graded_sample], measured_at=stamp,
                         seconds_per_pair=sum(timed) / len(timed) if timed else None, seed=r.seed)
     store.record_agreement(agreement)
     blank = [i for i, row in enumerate(rows) if row.relevance is None]
@@ -110,7 +126,10 @@ def assess_pool(assessor: Assessor, dataset: Dataset, request: AssessRequest, st
         grades = assessor.grade_all([(rows[i].question, rows[i].passage) for i in blank], advance)
     when = stamp.isoformat(timespec="seconds")
     for i, g in zip(blank, grades):
-        rows[i] = replace(rows[i], relevance=g.grade, source=assessor.source, judge=assessor.model, judged_at=when)
+        if not g.ungraded:  # an ungraded row keeps its blank relevance
+            rows[i] = replace(rows[i], relevance=g.grade, source=assessor.source, judge=assessor.model,
+                              judged_at=when)
     write_pool(rows, out, r.fmt)
-    return AssessResult(out, agreement, len(blank), sum(g.cached for g in grades), len(rows) - len(blank),
-                        time.perf_counter() - t0)
+    ungraded = sum(g.ungraded for g in grades)
+    return AssessResult(out, agreement, len(blank) - ungraded, sum(g.cached for g in grades), len(rows) - len(blank),
+                        time.perf_counter() - t0, ungraded, len(sample) - len(graded_sample))

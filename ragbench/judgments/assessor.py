@@ -7,9 +7,13 @@ is related but does not answer it, 2 = it answers it in part, or among other tex
 question and answers it. Changing the prompt's text must bump :data:`PROMPT_VERSION`: cached grades and stored
 agreements are keyed by it.
 
-**The reply** is constrained per request to the JSON schema :data:`GRADE_SCHEMA` (``response_format`` of
-``/v1/chat/completions``: llama.cpp's ``llama-server`` then only emits text that matches, as OpenAI's API does), so
-every reply parses to ``{"grade": 0|1|2|3}``; one that does not is an error naming the reply, never a guess.
+**The reply** is constrained per request: a local ``llama-server`` gets the grammar :data:`GRADE_GRAMMAR`
+(exactly ``{"grade": N}``, no whitespace a small model could pad it with until its tokens run out), an endpoint
+the JSON schema :data:`GRADE_SCHEMA` (``response_format`` of ``/v1/chat/completions``, as OpenAI's API takes it).
+A reply that still does not parse to ``{"grade": 0|1|2|3}`` (cut short, an endpoint that ignores the schema) is
+asked again once with twice the room (:data:`MAX_REPLY_TOKENS`); a second bad reply leaves the pair **ungraded**
+(``Grade.grade`` None, a warning naming the reply, counted in the run's result), never a guess and never the end
+of the run.
 
 **The cache**: one entry per (model identity, prompt version, question, passage) under the home's
 ``cache/assessor/`` (:class:`GradeCache`, a :class:`ragbench.core.cache.BlobCache`: written atomically, checked on
@@ -55,8 +59,10 @@ GRADE_SCHEMA = {"type": "object", "properties": {"grade": {"type": "integer", "e
                 "required": ["grade"], "additionalProperties": False}
 RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "relevance_grade", "strict": True,
                                                           "schema": GRADE_SCHEMA}}
-#: tokens a reply may take: ``{"grade": 3}`` with the whitespace a small model adds
-MAX_REPLY_TOKENS = 16
+#: tokens a reply may take: ``{"grade": 3}`` is about 6; room for an endpoint's whitespace (a retry gets twice this)
+MAX_REPLY_TOKENS = 32
+#: llama.cpp GBNF: the only text a local server may reply (no whitespace padding)
+GRADE_GRAMMAR = 'root ::= "{\\"grade\\": " [0-3] "}"'
 
 
 class AssessorError(RagbenchError):
@@ -93,12 +99,16 @@ def parse_grade(text: str) -> int:
 
 @dataclass(frozen=True)
 class Grade:
-    """One graded pair: the ``grade`` (0-3), whether it came from the cache, and the ``seconds`` the model took
-    when it was graded (a cached grade keeps the time it first took)."""
+    """One graded pair: the ``grade`` (0-3; None: ungraded, two replies were not a grade), whether it came from the
+    cache, and the ``seconds`` the model took when it was graded (a cached grade keeps the time it first took)."""
 
-    grade: int
+    grade: int | None
     cached: bool
     seconds: float
+
+    @property
+    def ungraded(self) -> bool:
+        return self.grade is None
 
 
 class GradeCache(BlobCache):
@@ -137,14 +147,16 @@ class Assessor:
     connect : returns ``(client, close)``: a :class:`ragbench.generation.llm.client.ChatClient` and what to call
         when done (stops a local server).
     cache : where grades are kept; None grades everything again.
+    max_tokens : the room a reply gets (a retry gets twice as much).
     """
 
     def __init__(self, model: str, connect: Callable[[], tuple[object, Callable[[], None]]],
-                 cache: GradeCache | None):
-        self.model, self._connect, self.cache = model, connect, cache
+                 cache: GradeCache | None, max_tokens: int = MAX_REPLY_TOKENS):
+        self.model, self._connect, self.cache, self.max_tokens = model, connect, cache, max_tokens
         self._client = None
         self._close: Callable[[], None] | None = None
         self.graded = 0  # pairs sent to the model (cache misses)
+        self.ungraded = 0  # of those, pairs whose two replies were not a grade
 
     def __enter__(self) -> Assessor:
         return self
@@ -171,10 +183,20 @@ class Assessor:
         if self._client is None:
             self._client, self._close = self._connect()
         t0 = time.perf_counter()
-        reply = self._client.complete(messages(question, passage), max_tokens=MAX_REPLY_TOKENS)
-        grade = parse_grade(reply.text)
-        seconds = time.perf_counter() - t0
         self.graded += 1
+        grade = None
+        for room in (self.max_tokens, 2 * self.max_tokens):  # a bad reply is asked again once, with more room
+            reply = self._client.complete(messages(question, passage), max_tokens=room)
+            try:
+                grade = parse_grade(reply.text)
+                break
+            except AssessorError as e:
+                bad = str(e)
+        seconds = time.perf_counter() - t0
+        if grade is None:
+            self.ungraded += 1
+            log.warning("assessor: pair left ungraded, twice no grade (%s): %s", _cut(question, 80), bad)
+            return Grade(None, False, seconds)
         if self.cache is not None:
             self.cache.put(key, grade, seconds)
         return Grade(grade, False, seconds)
@@ -200,6 +222,7 @@ class AssessorChoice:
     endpoint: str | None = None
     threads: int = 2
     timeout: float = 120.0
+    max_tokens: int = MAX_REPLY_TOKENS
 
 
 def open_assessor(settings, choice: AssessorChoice) -> Assessor:
@@ -207,10 +230,9 @@ def open_assessor(settings, choice: AssessorChoice) -> Assessor:
     endpoint's client) is started only when a pair is not cached, and stopped by :meth:`Assessor.close`."""
     from ragbench.generation.llm.client import ChatClient, ChatOptions
 
-    def options(local: bool) -> ChatOptions:  # cache_prompt is llama.cpp's (hosted APIs refuse unknown fields)
-        extra = {"cache_prompt": False} if local else {}
-        return ChatOptions(temperature=0.0, max_tokens=MAX_REPLY_TOKENS, timeout=choice.timeout,
-                           extra_body={**extra, "response_format": RESPONSE_FORMAT})
+    def options(local: bool) -> ChatOptions:  # cache_prompt and grammar are llama.cpp's (hosted APIs refuse them)
+        extra = {"cache_prompt": False, "grammar": GRADE_GRAMMAR} if local else {"response_format": RESPONSE_FORMAT}
+        return ChatOptions(temperature=0.0, max_tokens=choice.max_tokens, timeout=choice.timeout, extra_body=extra)
 
     cache = GradeCache(Path(settings.home) / "cache")
     if choice.endpoint:
@@ -222,7 +244,7 @@ def open_assessor(settings, choice: AssessorChoice) -> Assessor:
                                 api_key=settings.secret("RAGBENCH_LLM_API_KEY"))
             return client, client.close
 
-        return Assessor(choice.model, connect_endpoint, cache)
+        return Assessor(choice.model, connect_endpoint, cache, choice.max_tokens)
 
     from ragbench.generation.llm.server import (LocalLLMServer, ServerOptions, locate_llama_server, locate_model,
                                                 model_identity)
@@ -241,4 +263,4 @@ def open_assessor(settings, choice: AssessorChoice) -> Assessor:
 
         return client, close
 
-    return Assessor(model_identity(weights), connect_local, cache)
+    return Assessor(model_identity(weights), connect_local, cache, choice.max_tokens)
