@@ -46,11 +46,11 @@ _LIBRARIES = {"markdown": (), "text": (), "html": ("beautifulsoup4", "markdownif
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^(```|~~~)")
 #: bump when the per-file cleaning below (link lists, link targets, selectors) changes its output
-CLEANING_VERSION = 2  # 2: link text across lines; headings of link-only sections; chrome link-list elements
+CLEANING_VERSION = 3  # 2: text across lines, link-only sections, chrome link lists; 3: quotes in link titles
 #: a Markdown link or image (target with an optional title), or an inline code span (left as it is)
 #: (link text may span lines, not a blank one, and hold one level of brackets: ``[a_tuple[i] += 1](#id51)``)
 _LINK = re.compile(r"(`+)[^`]*?\1|(!?)\[((?:[^\[\]\n]|\n(?![ \t]*\n)|\[[^\[\]\n]*\])*)\]"
-                   r"\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)")
+                   r"\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"(?:[^\"\\]|\\.)*\")?\)")
 #: site chrome that is dropped (with ``drop_link_lists``) when it is a link list: Sphinx's bars and sidebar
 CHROME_SELECTORS = ("div.related", "div.sphinxsidebar")
 #: share of a block's word characters in link text from which a block of links is a link list

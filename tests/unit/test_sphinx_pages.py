@@ -11,7 +11,8 @@ import pytest
 from ragbench.config import DatasetSpec
 from ragbench.core.cache import DocumentCache
 from ragbench.data import load_dataset
-from ragbench.data.convert import CONVERTER_VERSION, ConvertOptions, clean_links, cleaning_id, convert, converter_id
+from ragbench.data.convert import (CLEANING_VERSION, CONVERTER_VERSION, ConvertOptions, clean_links, cleaning_id,
+                                   convert, converter_id)
 from ragbench.data.folder import scan_folder
 
 TOPICS = ["Sorting", "Logging", "Sockets", "Unicode", "Regular Expressions"]
@@ -142,8 +143,15 @@ def test_a_conversion_cached_by_the_version_1_converter_is_not_reused(manual, tm
     sha = hashlib.sha256((manual / "sorting.html").read_bytes()).hexdigest()
     old_id = converter_id("html").replace(f"html-v{CONVERTER_VERSION}", "html-v1", 1) + cleaning_id(options)
     stale = "### Navigation\n\n# Sorting HOW TO¶\n\nold text\n"
-    DocumentCache(cache_root).put(DocumentCache.key(sha, old_id.replace("clean-v2", "clean-v1")),
+    DocumentCache(cache_root).put(DocumentCache.key(sha, old_id.replace(f"clean-v{CLEANING_VERSION}", "clean-v1")),
                                   {"text": stale, "title": None})
     DocumentCache(cache_root).put(DocumentCache.key(sha, old_id), {"text": stale, "title": None})
     doc = next(d for d in scan_folder(manual, cache_root=cache_root).documents if d.doc_id == "sorting.html")
     assert not doc.cached and doc.title == "Sorting HOW TO" and "old text" not in doc.text
+
+
+def test_a_link_title_with_escaped_quotes_loses_its_target():
+    """markdownify escapes the quotes of a title: ``[DBM](dbm.html "the standard \\"database\\" interface")``."""
+    page = '<p>Hashes such as <a href="dbm.html" title="the standard &quot;database&quot; (Unix)">DBM</a> work.</p>'
+    text, _ = convert(page.encode(), "html")
+    assert clean_links(text, ConvertOptions())[0] == "Hashes such as DBM work.\n", text
