@@ -95,14 +95,8 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
         unique, new = _new_texts(ds.queries["text"].to_list(), emb.query_prompt, known_of(emb, "query"))
         embeds.append(EmbedWork(None, emb.label, unique, unique - len(new), len(new),
                                 capped_chars(new, caps.get(emb.spec_id))))
-    calibrations = {}
-    for emb in models.values():
-        if not any(e.new for e in embeds if e.model == emb.label):
-            continue
-        if calibrate_models:
-            calibrations[emb.label] = calibrate(home, emb, new_by_model.get(emb.label) or ds.queries["text"].to_list())
-        elif (stored := load_calibration(home, emb)) is not None:
-            calibrations[emb.label] = stored
+    calibrations = _calibrations([m for m in models.values() if any(e.new for e in embeds if e.model == m.label)],
+                                 home, new_by_model, ds, calibrate_models)
     n_q = ds.queries.height
     gen = cfg.generation
     llm = sum(n_q for c in todo if c.retriever.rewrite is not None)
@@ -112,6 +106,18 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                         len(plan.done), n_q, rerank, llm, {m: k.dim for m, k in calibrations.items()},
                         {m: k.weight_bytes for m, k in calibrations.items()})
     return counts, calibrations, new_by_model
+
+
+def _calibrations(models: list, home: Path, new_by_model: dict[str, list[str]], ds: Dataset,
+                  measure: bool) -> dict[str, Calibration]:
+    """Per model label its calibration: the stored one, else (``measure``) one measured now on its new texts."""
+    out = {}
+    for emb in models:
+        if measure:
+            out[emb.label] = calibrate(home, emb, new_by_model.get(emb.label) or ds.queries["text"].to_list())
+        elif (stored := load_calibration(home, emb)) is not None:
+            out[emb.label] = stored
+    return out
 
 
 def rates_of(calibrations: dict[str, Calibration]) -> Rates:
