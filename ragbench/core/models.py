@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -169,9 +170,24 @@ def resolve_model(name: str) -> ResolvedModel:
 _load_lock = threading.Lock()
 
 
+@lru_cache(maxsize=1)
+def _torch_build() -> str:
+    """The installed torch's version string (``2.13.0+cpu``), read from its metadata ("" when unknown)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:
+        return ""
+
+
 def resolve_device(device: str = "auto") -> str:
-    """``cuda`` when asked for or (``auto``) when torch sees a GPU, else ``cpu``."""
+    """``cuda`` when asked for or (``auto``) when torch sees a GPU, else ``cpu``. A CPU-only torch build (its
+    version tagged ``+cpu``) answers ``cpu`` without importing torch: a warm rerun that encodes nothing then never
+    pays torch's import (seconds)."""
     if device == "cpu":
+        return "cpu"
+    if device == "auto" and "torch" not in sys.modules and _torch_build().endswith("+cpu"):
         return "cpu"
     import torch
 
