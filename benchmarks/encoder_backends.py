@@ -78,6 +78,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 enc.encode(sample, batch_size=args.batch_size, convert_to_numpy=True, show_progress_bar=False)
                 speed[name].append(len(sample) / (time.perf_counter() - t0))
+        print(f"passages/s per round: {speed}", flush=True)
 
         rows, ref = [], None
         for name, enc in encoders.items():
@@ -93,6 +94,7 @@ def main() -> None:
                          "speedup": max(speed[name]) / max(speed["torch"]), "corpus_s": corpus_s,
                          "ndcg@10": m[nDCG @ 10], "recall@100": m[R @ 100], "min_cos": float(cos.min()),
                          "mean_cos": float(cos.mean()), "load_s": export_s[name]})
+            print(f"{name}: {rows[-1]}", flush=True)  # a long run shows its progress
 
     base = rows[0]
     print(f"{ds.corpus.height} docs, {len(qids)} queries (SciFact test{'' if not args.max_docs else ', slice'}), "
