@@ -342,9 +342,8 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         holdout_repeats=holdout_repeats(pq, comparisons.get(primary), json.loads(sweep.get("spec_json") or "{}"),
                                         labels),
         costs=_costs(summary, primary, comparisons, stored, configs), pooled=pooled_scores(stored, primary, labels),
-        assessor=assessor_section(store, sweep["dataset_name"]),
         completion=sweep_completion(store, sweep_id), **_sections(store, sweep_id, primary, comparisons, labels, opts),
-        label_coverage=coverage,
+        label_coverage=coverage, assessor=assessor_section(store, sweep["dataset_name"]),
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}")))
         + ((coverage.sentence,) if coverage and coverage.sentence else ()))
 
