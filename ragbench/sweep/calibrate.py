@@ -72,7 +72,11 @@ def padded_chars(texts: list[str], cap: int | None, batch_size: int) -> int:
 
 
 def calibration_path(home: Path, spec, device: str) -> Path:
-    return Path(home) / "calibration" / f"{machine_name()}-{slug(spec.model)}-{device}.json"
+    """``<home>/calibration/<machine>-<model><backend>-<device>.json``: one file per encoder, so an ONNX or int8
+    embedder of a model keeps its own rate beside the torch one (``backend_suffix`` is empty for torch)."""
+    suffix = getattr(spec, "backend_suffix", "")
+    name = f"{spec.model}-{suffix}" if suffix else spec.model
+    return Path(home) / "calibration" / f"{machine_name()}-{slug(name)}-{device}.json"
 
 
 def load_calibration(home: Path, spec) -> Calibration | None:

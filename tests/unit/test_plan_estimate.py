@@ -82,3 +82,13 @@ def test_padded_chars_pay_each_batch_at_its_longest_text_capped_at_the_window():
     assert padded_chars(texts, None, 2) == 2 * 4 + 1 * 1
     assert padded_chars(texts, 3, 2) == 2 * 3 + 1 * 1
     assert padded_chars(texts, None, 1) == capped_chars(texts, None) == 7
+
+
+def test_each_encoder_of_a_model_keeps_its_own_calibration_file(tmp_path):
+    from ragbench.embedding.spec import EmbedderSpec
+    from ragbench.sweep.calibrate import calibration_path
+
+    specs = [EmbedderSpec(model="all-MiniLM-L6-v2"), EmbedderSpec(model="all-MiniLM-L6-v2", backend="onnx"),
+             EmbedderSpec(model="all-MiniLM-L6-v2", backend="onnx", quantize="int8")]
+    paths = [calibration_path(tmp_path, s, "cpu") for s in specs]
+    assert len(set(paths)) == 3 and paths[0].name.endswith("-all-MiniLM-L6-v2-cpu.json")
