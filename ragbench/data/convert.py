@@ -46,7 +46,8 @@ _LIBRARIES = {"markdown": (), "text": (), "html": ("beautifulsoup4", "markdownif
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^(```|~~~)")
 #: bump when the per-file cleaning below (link lists, link targets, selectors) changes its output
-CLEANING_VERSION = 3  # 2: text across lines, link-only sections, chrome link lists; 3: quotes in link titles
+CLEANING_VERSION = 4  # 2: text across lines, link-only sections, chrome link lists; 3: quotes in link titles;
+# 4: a heading empty in the page itself is kept
 #: a Markdown link or image (target with an optional title), or an inline code span (left as it is)
 #: (link text may span lines, not a blank one, and hold one level of brackets: ``[a_tuple[i] += 1](#id51)``)
 _LINK = re.compile(r"(`+)[^`]*?\1|(!?)\[((?:[^\[\]\n]|\n(?![ \t]*\n)|\[[^\[\]\n]*\])*)\]"
@@ -332,7 +333,9 @@ def _bare(block: str) -> bool:
 def _drop_sections(bs: list[str], gone: list[bool]) -> None:
     """Mark in ``gone`` each heading whose section (the blocks up to the next heading of its level or above) holds
     nothing after cleaning but dropped blocks, bare links (:func:`_bare`) and headings marked so, with that section:
-    a sidebar's "Next topic" over one link, a "Table of Contents" over its list."""
+    a sidebar's "Next topic" over one link, a "Table of Contents" over its list. A heading with nothing under it in
+    the page (``## SYNOPSIS`` right before ``## DESCRIPTION``) is structure, not chrome: it stays, and the markdown
+    chunker joins it to the next section."""
     for i in range(len(bs) - 1, -1, -1):
         level = _heading_level(bs[i])
         if level is None:
@@ -340,14 +343,15 @@ def _drop_sections(bs: list[str], gone: list[bool]) -> None:
         end = i + 1
         while end < len(bs) and ((lv := _heading_level(bs[end])) is None or lv > level):
             end += 1
-        if all(gone[j] or (_heading_level(bs[j]) is None and _bare(bs[j])) for j in range(i + 1, end)):
+        section = range(i + 1, end)
+        if section and all(gone[j] or (_heading_level(bs[j]) is None and _bare(bs[j])) for j in section):
             for j in range(i, end):
                 gone[j] = True
 
 
 def clean_links(text: str, options: ConvertOptions) -> tuple[str, list[str]]:
     """``(text, dropped blocks)``: link lists dropped, with the headings whose sections held only links (or
-    nothing), and link targets stripped, as ``options`` say. A text that would be left empty stays as it is."""
+    nothing left after that), and link targets stripped, as ``options`` say. A text that would be left empty stays as it is."""
     dropped: list[str] = []
     if options.drop_link_lists:
         bs = blocks(text)
