@@ -17,6 +17,7 @@ import polars as pl
 
 from ragbench.config import SweepConfig
 from ragbench.core.progress import log
+from ragbench.core.redact import redact_obj
 from ragbench.core.settings import Settings
 from ragbench.results.night import log_night
 from ragbench.results.outcomes import ConfigOutcome
@@ -134,8 +135,8 @@ def grid_params(cfg: SweepConfig, dataset_fingerprint: str) -> dict[str, str]:
     (``chunkers``, ``models``, ``retrievers``: labels joined by ``; ``; ``k``: the cutoffs; ``primary``; ``configs``:
     the grid's size) and the whole sweep file flattened under ``grid.`` (``grid.chunkers.1.size = 128``), so two
     sweeps' parents differ in MLflow's compare view exactly where their files differ. Values are cut at MLflow's
-    6,000 characters."""
-    spec = cfg.canonical()
+    6,000 characters; credentials are masked (:func:`ragbench.core.redact.redact_obj`)."""
+    spec = redact_obj(cfg.canonical())  # an endpoint URL may carry a key: params reach MLflow
     grid: dict[str, str] = {}
     _leaves({k: v for k, v in spec.items() if k not in ("name", "dataset")}, "grid", grid)
     return {**sweep_params(spec["dataset"], dataset_fingerprint),
