@@ -124,6 +124,15 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, options: Sweep
         return sweep.run()
 
 
+def _write_query_texts(store: ResultStore, ds) -> None:
+    """The question texts, once per dataset (``queries`` table). A write, so a busy file skips it (a later sweep
+    writes them) without marking the store unreadable: a read-only holder still lets this sweep resume and reuse."""
+    try:
+        store.write_query_texts(ds.fingerprint, ds.queries)
+    except StoreBusyError as e:
+        log.info("results.duckdb is held by %s: question texts are left for a later sweep", e.holder)
+
+
 class _Sweep:
     """One execution of a sweep: open (or resume) it, decide, run the graph of what is left, close it."""
 
@@ -203,7 +212,7 @@ class _Sweep:
     def _open_sweep(self) -> SweepWriter:
         """The writer of the unfinished sweep of this spec and data (a resume), or of a new sweep, begun."""
         cfg, ds, store = self.cfg, self.ds, self.store
-        self._read(lambda: store.write_query_texts(ds.fingerprint, ds.queries), 0)  # question texts, once per dataset
+        _write_query_texts(store, ds)
         sweep_id = None if self.options.fresh else self._read(
             lambda: store.find_unfinished_sweep(self.spec_hash, ds.fingerprint), None)
         if sweep_id:
