@@ -64,26 +64,27 @@ def t_test_power(n: int, effect: float, alpha: float) -> float:
     """The power of the two-sided paired t-test at level ``alpha`` on ``n`` questions for a standardized effect
     ``effect = |Δ| / s``: ``P(|T'| > t_{1-alpha/2, n-1})`` with ``T'`` noncentral t of ``n - 1`` degrees of freedom and
     noncentrality ``sqrt(n) * effect``."""
-    from scipy import stats  # imported here: scipy costs every import of the evaluation package a second
+    # scipy.special's distribution functions, not scipy.stats (a second to import on every report)
+    from scipy.special import nctdtr, ndtr, ndtri, stdtrit
 
     if n < 2:
         return 0.0
     df = n - 1
-    crit = stats.t.ppf(1 - alpha / 2, df)
+    crit = float(stdtrit(df, 1 - alpha / 2))
     nc = math.sqrt(n) * abs(effect)
-    power = float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
-    if math.isnan(power):  # scipy's noncentral t fails far in the tail (large nc): the normal limit is exact there
-        z = stats.norm.ppf(1 - alpha / 2)
-        power = float(stats.norm.sf(z - nc) + stats.norm.cdf(-z - nc))
+    power = float(1 - nctdtr(df, nc, crit) + nctdtr(df, nc, -crit))
+    if math.isnan(power):  # the noncentral t fails far in the tail (large nc): the normal limit is exact there
+        z = float(ndtri(1 - alpha / 2))
+        power = float(1 - ndtr(z - nc) + ndtr(-z - nc))
     return power
 
 
 def normal_approximation(effect: float, alpha: float, power: float = DEFAULT_POWER) -> int:
     """``⌈((z_{1-alpha/2} + z_{power}) / effect)²⌉`` for a standardized effect ``|Δ| / s`` (the start of the
     t-test search; the textbook formula)."""
-    from scipy import stats
+    from scipy.special import ndtri
 
-    return math.ceil(((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) / abs(effect)) ** 2)
+    return math.ceil(((float(ndtri(1 - alpha / 2)) + float(ndtri(power))) / abs(effect)) ** 2)
 
 
 def randomization_floor_n(alpha: float) -> int:
