@@ -40,13 +40,15 @@ def report_json(report: SweepReport) -> str:
 
 def json_lines(result: SweepResult) -> list[str]:
     """One JSON object per config of a sweep, best first by the primary measure: ``rank`` (null for a failed
-    config), ``primary`` (``{"measure": key, "value": mean}``), ``config_id, name, chunker, model, retriever, spec,
+    config), ``primary`` (``{"measure": key, "value": mean}``), ``config_id, name`` (stored), ``label`` (the name
+    every surface shows), ``chunker, model, retriever, spec,
     status, error, metrics`` (every measure key: mean), ``n_queries, n_unlabelled, sweep_id, dataset_fingerprint``."""
     rows = []
     for rank, o in ranked(result.outcomes, result.primary):
         labels = ConfigLabels.from_stored(o.spec, o.name)
         rows.append({"rank": rank, "primary": {"measure": result.primary, "value": o.metrics.get(result.primary)},
-                     "config_id": o.config_id, "name": o.name, "chunker": labels.chunker, "model": labels.model,
+                     "config_id": o.config_id, "name": o.name, "label": labels.text, "chunker": labels.chunker,
+                     "model": labels.model,
                      "retriever": labels.retriever, "spec": o.spec, "status": o.status, "error": o.error,
                      "sweep_id": result.sweep_id, "dataset_fingerprint": result.dataset_fingerprint,
                      "metrics": dict(o.metrics), "n_queries": o.n_queries, "n_unlabelled": o.n_unlabelled})

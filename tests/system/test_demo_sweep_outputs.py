@@ -119,9 +119,9 @@ def test_explain_takes_a_rank_and_refuses_ambiguous_prefixes(demo_sweep):
     home, rows = demo_sweep.home, demo_sweep.rows
     res = _cli("explain", "latest", "1", "q07", "--show", "3", home=home)
     assert res.exit_code == 0, res.output
-    assert rows[0]["name"] in res.output  # rank 1: the best config, not a config whose id starts with "1"
+    assert rows[0]["label"] in res.output  # rank 1: the best config, not a config whose id starts with "1"
     res = _cli("explain", "latest", "#3", "q07", "--show", "3", home=home)
-    assert res.exit_code == 0 and rows[2]["name"] in res.output
+    assert res.exit_code == 0 and rows[2]["label"] in res.output
     res = _cli("explain", "latest", "21", "q07", home=home)
     assert res.exit_code == 2 and "rank 21 is not on the leaderboard" in res.output
     ids = [r["config_id"] for r in rows]
