@@ -46,6 +46,7 @@ def test_disk_guard_refuses_before_embedding_and_writes_nothing(tmp_path):
 
 def test_nested_progress_bars_share_one_live_display(monkeypatch):
     monkeypatch.setattr(progress_mod, "progress_enabled", lambda: True)
+    monkeypatch.setattr(progress_mod, "_bars", True)  # an earlier in-process CLI call may have turned bars off
     with progress_mod.progress("configs", 2) as outer:
         live = progress_mod._active
         with progress_mod.progress("embed", 3) as inner:
