@@ -160,7 +160,8 @@ def test_the_demo_through_a_prefect_server_shows_the_sweep(prefect_server, demo_
     proc = subprocess.run([sys.executable, "-m", "ragbench.cli", "sweep", str(ROOT / "configs" / "demo.yaml"),
                            "--home", str(home), "--json"], cwd=ROOT, env=clean_env(**{
                                **{k: v for k, v in env.items() if k.startswith("PREFECT_")},
-                               "PREFECT_HOME": str(tmp_path / "prefect-client")}),
+                               "PREFECT_HOME": str(tmp_path / "prefect-client"),
+                               "RAGBENCH_MLFLOW_UI_URL": "http://mlflow.example:5000"}),
                           capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -189,7 +190,8 @@ def test_the_demo_through_a_prefect_server_shows_the_sweep(prefect_server, demo_
     assert sweep_id in board["data"] and "| # | chunker | model | retriever |" in board["data"]
     tables = [a for a in artifacts.values() if a["type"] == "table"]
     assert len(tables) == 4  # one per chunker
-    assert "#/experiments/" in artifacts["ragbench-mlflow-demo"]["data"]  # links (Prefect stores them as markdown)
+    # links (Prefect stores them as markdown); the MLflow one under the UI's configured address
+    assert "http://mlflow.example:5000/#/experiments/" in artifacts["ragbench-mlflow-demo"]["data"]
     assert "file://" in artifacts["ragbench-report-demo"]["data"]
 
     logs = _post(f"{api}/logs/filter", {"logs": {"flow_run_id": {"any_": [run_id]}}, "limit": 200})
