@@ -14,7 +14,7 @@ import json
 from ragbench.core.progress import log
 from ragbench.results.record import evidence_metric
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import CONFIG_TAG, SWEEP_TAG, ConfigRun, Tracker
+from ragbench.results.tracking import CONFIG_TAG, SWEEP_TAG, ConfigRun, Tracker, with_questions
 
 #: a child run's tag: the sweep that evaluated the config (this sweep, or the one whose results it reused)
 COMPUTED_IN = "ragbench.computed_in_sweep"
@@ -31,6 +31,33 @@ def sweep_children(tracker: Tracker, sweep_id: str) -> dict:
     for r in runs:
         out.setdefault(r.data.tags.get(CONFIG_TAG), r)
     return out
+
+
+def log_unlogged(tracker: Tracker, store: ResultStore, sweep_id: str, parent_run: str,
+                 dataset_fingerprint: str) -> int:
+    """Log in full, under ``parent_run``, every config of ``sweep_id`` that DuckDB holds without an MLflow run;
+    returns how many. Such a config was stored while MLflow was down, or its process was killed between the DuckDB
+    write and the MLflow log (a resumed sweep does not evaluate it again). Its child (found again by tag, never
+    doubled) gets the stored means, chunk statistics, counts, per-query table and rankings; a failed or
+    over-budget config a FAILED or KILLED child."""
+    uploaded = 0
+    for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in store.pending_mlflow_configs(sweep_id).iter_rows():
+        run = ConfigRun(parent_run, sweep_id, config_id, cname, json.loads(cspec), dataset_fingerprint)
+        if cstatus in ("failed", "over_budget"):  # over budget: logged as not run (KILLED)
+            run_id = tracker.log_config_failure(run, error)
+        else:
+            evidence = store.without_evidence(sweep_id, config_id)
+            metrics = {**store.config_means(sweep_id, config_id), **evidence_metric(evidence)}
+            stats = dict(store.chunk_stats(sweep_id, config_id).select("stat", "value").iter_rows())
+            per_query = with_questions(store.query_metrics(sweep_id, config_id),
+                                       store.query_texts(dataset_fingerprint))
+            run_id = tracker.log_config_result(
+                run, metrics=metrics, chunk_stats=stats, n_queries=n_q or 0, n_unlabelled=n_u or 0,
+                ms_per_query=ms or 0.0,
+                tables={"per_query.parquet": per_query, "rankings.parquet": store.rankings(sweep_id, config_id)})
+        store.set_config_mlflow_run(sweep_id, config_id, run_id)
+        uploaded += 1
+    return uploaded
 
 
 def _origin(tracker: Tracker, run_id: str) -> tuple[str | None, str]:

@@ -7,11 +7,9 @@ from pathlib import Path
 
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
-from ragbench.results.record import evidence_metric
-from ragbench.results.night import log_night
+from ragbench.results.night import log_night, log_unlogged
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import (ConfigRun, Tracker, check_tracking_server, default_tracking_uri, sweep_params,
-                                       with_questions)
+from ragbench.results.tracking import Tracker, check_tracking_server, default_tracking_uri, sweep_params
 
 
 def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
@@ -43,22 +41,7 @@ def sync_mlflow(settings: Settings, sweep_id: str | None = None) -> int:
         parent = tracker.sweep_run(sid, name, sweep_params(spec.get("dataset", {}), fingerprint))
         store.set_sweep_mlflow_run(sid, parent)
         tracker.client.set_tag(parent, "ragbench.finished", "false" if status == "running" else "true")
-        for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in pending.iter_rows():
-            run = ConfigRun(parent, sid, config_id, cname, json.loads(cspec), fingerprint)
-            if cstatus in ("failed", "over_budget"):  # over budget: logged as not run (KILLED)
-                run_id = tracker.log_config_failure(run, error)
-            else:
-                evidence = store.without_evidence(sid, config_id)
-                metrics = {**store.config_means(sid, config_id), **evidence_metric(evidence)}
-                stats = dict(store.chunk_stats(sid, config_id).select("stat", "value").iter_rows())
-                per_query = with_questions(store.query_metrics(sid, config_id), store.query_texts(fingerprint))
-                rankings = store.rankings(sid, config_id)
-                run_id = tracker.log_config_result(
-                    run, metrics=metrics, chunk_stats=stats,
-                    n_queries=n_q or 0, n_unlabelled=n_u or 0, ms_per_query=ms or 0.0,
-                    tables={"per_query.parquet": per_query, "rankings.parquet": rankings})
-            store.set_config_mlflow_run(sid, config_id, run_id)
-            uploaded += 1
+        uploaded += log_unlogged(tracker, store, sid, parent, fingerprint)
         log_night(tracker, store, sid, parent, fingerprint)  # the configs it reused: children of its run too
         if status != "running":
             tracker.client.set_terminated(parent, "FINISHED" if status == "finished" else "FAILED")

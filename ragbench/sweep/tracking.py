@@ -19,7 +19,7 @@ from ragbench.config import SweepConfig
 from ragbench.core.progress import log
 from ragbench.core.redact import redact_obj
 from ragbench.core.settings import Settings
-from ragbench.results.night import log_night
+from ragbench.results.night import log_night, log_unlogged
 from ragbench.results.outcomes import ConfigOutcome
 from ragbench.results.tracking import flatten, open_tracker, sweep_params
 
@@ -67,13 +67,16 @@ class MlflowTracking:
             log.warning("MLflow: could not log the k sweep: %s", e)
 
     def close(self, outcomes: list[ConfigOutcome], n_failed: int, n_configs: int) -> None:
-        """Every config a child (the reused ones logged now, not recomputed), the sweep's plots, its counts, its
-        status (FINISHED, or FAILED when a config failed) and ``ragbench.finished = true``."""
+        """Every config a child (the reused ones logged now, not recomputed, and this sweep's own that a killed
+        process stored without logging), the sweep's plots, its counts, its status (FINISHED, or FAILED when a
+        config failed) and ``ragbench.finished = true``."""
         if self.writer is not None:
-            try:
-                log_night(self.tracker, self.writer.store, self.writer.sweep_id, self.parent_run, self.fingerprint)
+            store, sweep_id = self.writer.store, self.writer.sweep_id
+            try:  # a resumed sweep's configs that an earlier process stored but was killed before logging
+                log_unlogged(self.tracker, store, sweep_id, self.parent_run, self.fingerprint)
+                log_night(self.tracker, store, sweep_id, self.parent_run, self.fingerprint)
             except Exception as e:  # a busy store or server: `ragbench sync-mlflow` logs them later
-                log.warning("MLflow: could not log the reused configs under the sweep's run: %s",
+                log.warning("MLflow: could not log every config under the sweep's run: %s",
                             (str(e).splitlines() or [type(e).__name__])[0][:200])
         try:
             self.tracker.client.set_tag(self.parent_run, FINISHED_TAG, "true")  # every config evaluated

@@ -71,3 +71,33 @@ def test_old_store_without_experiment_opens_and_syncs_to_the_default(home, setti
 
     assert sync_mlflow(settings, "old-1") == 1
     assert len(_runs(home, "ragbench/old")) == 2
+
+
+TWO_CONFIGS = f"""name: killed-between
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}, {{kind: fixed, size: 64, overlap: 0}}]
+retrievers: [{{kind: bm25}}]
+"""
+
+
+def test_a_resumed_sweep_logs_the_configs_a_killed_process_stored_but_never_logged(home, settings, tmp_path):
+    """The window a SIGKILL can hit: a config's DuckDB write is done, its MLflow child not yet made. The resumed
+    sweep evaluates nothing again, and still ends with every config a child of its parent run."""
+    cfg = load_config(write_config(tmp_path / "k.yaml", TWO_CONFIGS))
+    first = run_sweep(cfg, settings)
+    lost = first.outcomes[0].config_id
+    client = MlflowClient(tracking_uri=f"sqlite:///{home / 'mlflow.db'}")
+    child, = [r for r in _runs(home, "ragbench/killed-between") if r.data.tags.get("ragbench.config_id") == lost]
+    client.delete_run(child.info.run_id)  # as if the process died before MLflow saw it
+    con = duckdb.connect(str(home / "results.duckdb"))
+    con.execute("UPDATE configs SET mlflow_run_id = NULL WHERE config_id = ?", [lost])
+    con.execute("UPDATE sweeps SET status = 'running'")  # unfinished: the next run resumes it
+    con.close()
+
+    resumed = run_sweep(cfg, settings)
+    assert resumed.sweep_id == first.sweep_id  # resumed, both configs already done
+    children = [r for r in _runs(home, "ragbench/killed-between") if r.data.tags.get("ragbench.kind") == "config"]
+    assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(o.config_id for o in first.outcomes)
+    relogged, = [r for r in children if r.data.tags["ragbench.config_id"] == lost]
+    assert relogged.data.metrics["ndcg_at_10"] == first.outcomes[0].metrics["ndcg@10"]
+    assert ResultStore(home / "results.duckdb").pending_mlflow_configs(first.sweep_id).is_empty()
