@@ -13,6 +13,15 @@ cold / raw <= 1.10 and warm / cold <= 0.03. The Prefect start-up cost is measure
 ``--orchestrator local``. Also printed: how long each ``ragbench sweep`` command took to print its first line.
 
     nice -n 10 python benchmarks/sweep_overhead.py [--max-docs 1000] [--pairs 1] [--no-prefect]   # ~10 min on 2 cores
+
+Slices (``--grid``): ``whole`` (the default above: one whole chunker on SciFact, MLflow off); ``scifact`` (300
+abstracts unless ``--max-docs``, chunkers whole + recursive-128 x MiniLM x BM25/dense/hybrid); ``squad`` (a synthetic
+article-level SQuAD-style set from ``warm_rerun.synthetic_squad``: 48 articles, about 1,190 questions; whole +
+recursive-128 x MiniLM x BM25/dense). The two issue grids log to MLflow as the product does by default (a SQLite
+store under the sweep's home, report summary and per-config plots); ``--no-mlflow`` / ``--mlflow`` override.
+
+    python benchmarks/sweep_overhead.py --grid scifact --no-prefect
+    python benchmarks/sweep_overhead.py --grid squad --no-prefect
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's ragbench (children get it through PYTHONPATH)
-SCIFACT = (ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
+# the dataset beside this checkout, or $RAGBENCH_SCIFACT (a worktree elsewhere)
+SCIFACT = Path(os.environ.get("RAGBENCH_SCIFACT") or ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
 RAGBENCH = Path(sys.executable).with_name("ragbench")
 
 SWEEP = """name: overhead
@@ -42,7 +52,26 @@ retrievers:
   - {{kind: bm25}}
   - {{kind: dense, exact: true}}
   - {{kind: hybrid, fusion: rrf, dense: {{exact: true}}}}
-output: {{mlflow: false}}
+output: {{mlflow: {mlflow}}}
+"""
+
+SWEEP_SCIFACT = """name: overhead-scifact
+dataset: {{path: {path}, split: test, max_docs: {max_docs}}}
+chunkers: [{{kind: whole}}, {{kind: recursive, size: 128, overlap: 0}}]
+embedders: [{{model: {model}, batch_size: 32}}]
+retrievers:
+  - {{kind: bm25}}
+  - {{kind: dense, exact: true}}
+  - {{kind: hybrid, fusion: rrf, dense: {{exact: true}}}}
+output: {{mlflow: {mlflow}}}
+"""
+
+SWEEP_SQUAD = """name: overhead-squad
+dataset: {{format: squad, path: {path}, squad_documents: article, queries: all}}
+chunkers: [{{kind: whole}}, {{kind: recursive, size: 128, overlap: 0}}]
+embedders: [{{model: {model}, batch_size: 32}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+output: {{mlflow: {mlflow}}}
 """
 
 RAW = """import sys, json
@@ -61,7 +90,7 @@ settings = Settings.from_env(home=sys.argv[2]).replace(qdrant_url=None, qdrant_a
 t0 = time.perf_counter()
 result = run_sweep(cfg, settings)
 t1 = time.perf_counter()
-publish_sweep(result.sweep_id, settings, mlflow=False)
+publish_sweep(result.sweep_id, settings, mlflow=cfg.output.mlflow)
 print(f"RUN_SWEEP {t1 - t0:.3f} {result.vectors_computed}", flush=True)
 """
 
@@ -97,25 +126,62 @@ def unique_texts(cfg_path: Path) -> dict[str, list[str]]:
     return {"documents": docs, "queries": sorted(set(ds.queries["text"].to_list()))}
 
 
+def write_grid(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
+    """The sweep file of the chosen ``--grid`` slice in ``work``, and a line describing it."""
+    mlflow = args.mlflow if args.mlflow is not None else args.grid != "whole"
+    flag = "true" if mlflow else "false"
+    cfg = work / "sweep.yaml"
+    if args.grid == "squad":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from warm_rerun import synthetic_squad
+
+        data = work / "squad_synth.json"
+        data.write_text(json.dumps(synthetic_squad(args.articles, args.questions)))
+        cfg.write_text(SWEEP_SQUAD.format(path=data, model=args.model, mlflow=flag))
+        what = (f"(whole, recursive-128) x {args.model} x (BM25, dense) on synthetic SQuAD "
+                f"({args.articles} articles)")
+    else:
+        max_docs = args.max_docs or (300 if args.grid == "scifact" else None)
+        template = SWEEP_SCIFACT if args.grid == "scifact" else SWEEP
+        cfg.write_text(template.format(path=SCIFACT, max_docs=max_docs or "null", model=args.model, mlflow=flag))
+        chunkers = "(whole, recursive-128)" if args.grid == "scifact" else "whole"
+        what = f"{chunkers} x {args.model} x (BM25, dense, hybrid) on SciFact ({max_docs or 'all'} docs)"
+    return cfg, f"{what}, MLflow {'on' if mlflow else 'off'}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--grid", choices=("whole", "scifact", "squad"), default="whole",
+                    help="whole: one whole chunker on SciFact, MLflow off (default); scifact / squad: the issue's "
+                         "two grids, MLflow on")
     ap.add_argument("--max-docs", type=int, default=None,
-                    help="a SciFact slice: its judged docs plus seeded distractors (default: all 5,183 abstracts)")
+                    help="a SciFact slice: its judged docs plus seeded distractors (default: all 5,183 abstracts; "
+                         "300 for --grid scifact)")
+    ap.add_argument("--articles", type=int, default=48, help="--grid squad: articles")
+    ap.add_argument("--questions", type=int, default=1190, help="--grid squad: about this many questions")
+    ap.add_argument("--mlflow", action=argparse.BooleanOptionalAction, default=None,
+                    help="log to MLflow (SQLite under the sweep's home) and summarize there (default: on for "
+                         "--grid scifact/squad, off for whole)")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--pairs", type=int, default=1, help="raw/cold pairs, alternated")
     ap.add_argument("--no-prefect", action="store_true", help="skip the Prefect start-up measurement")
+    ap.add_argument("--profile", type=Path, help="run the cold and warm sweeps under cProfile, writing "
+                                                 "cold-N.prof / warm.prof here (their times then include it)")
     args = ap.parse_args()
+    prof = (lambda name: ["-m", "cProfile", "-o", str(args.profile.resolve() / f"{name}.prof")]) \
+        if args.profile else (lambda name: [])
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
 
     with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as tmp:
         work = Path(tmp)
-        cfg = work / "sweep.yaml"
-        cfg.write_text(SWEEP.format(path=SCIFACT, max_docs=args.max_docs or "null", model=args.model))
+        cfg, what = write_grid(args, work)
         texts = unique_texts(cfg)
         (work / "texts.json").write_text(json.dumps(texts))
         (work / "raw.py").write_text(RAW)
         (work / "sweep_child.py").write_text(SWEEP_CHILD)
-        print(f"grid: 1 chunker x {args.model} x (BM25, dense, hybrid) on SciFact ({args.max_docs or 'all'} docs): "
-              f"{len(texts['documents'])} unique chunk texts, {len(texts['queries'])} queries", flush=True)
+        print(f"grid: {what}: {len(texts['documents'])} unique chunk texts, {len(texts['queries'])} queries",
+              flush=True)
 
         raws, colds, cold_inner = [], [], []
         for i in range(args.pairs):
@@ -124,14 +190,14 @@ def main() -> None:
             raws.append(secs)
             print(f"  raw encode {i + 1}: {secs:.1f} s", flush=True)
             home = work / f"home-{i}"
-            secs, _, out = timed_process([sys.executable, str(work / "sweep_child.py"), str(cfg), str(home)],
-                                         label="cold")
+            secs, _, out = timed_process([sys.executable, *prof(f"cold-{i}"), str(work / "sweep_child.py"), str(cfg),
+                                          str(home)], label="cold")
             inner = float(out.split("RUN_SWEEP ")[1].split()[0])
             colds.append(secs)
             cold_inner.append(inner)
             print(f"  cold sweep {i + 1}: {secs:.1f} s (run_sweep {inner:.1f} s)", flush=True)
         home = work / "home-0"
-        warm, _, out = timed_process([sys.executable, str(work / "sweep_child.py"), str(cfg), str(home)],
+        warm, _, out = timed_process([sys.executable, *prof("warm"), str(work / "sweep_child.py"), str(cfg), str(home)],
                                      label="warm")
         warm_inner = float(out.split("RUN_SWEEP ")[1].split()[0])
         print(f"  warm sweep: {warm:.1f} s (run_sweep {warm_inner:.2f} s)", flush=True)
