@@ -12,7 +12,11 @@ primary measure):
   process, a garbage collection) during one call does not become that query's latency; percentiles over the
   queries by numpy's default linear interpolation. A query's embedding time depends on the model only: it is measured once per model
   and query in a sweep (``RetrievalResources.query_encodings``, by the first config that needs it) and added to
-  every config's retrieval time for that query. Machine-dependent: compare configs of one sweep, not sweeps of two
+  every config's retrieval time for that query. The query is encoded on one torch thread (:func:`one_thread`), as
+  a serving worker answering one query at a time would: on a machine whose cores are busy, two intra-op threads
+  encoding one 16-token query waited at each barrier for the other (about 500 ms against 15-80 ms on one thread,
+  measured on 2 shared cores), so the latency measured the machine's load and the sampling cost up to half a
+  minute per model. Machine-dependent: compare configs of one sweep, not sweeps of two
   machines.
 * ``index_bytes``: the index on disk: the bytes allocated to the Qdrant collection folder(s) of a dense or hybrid
   config (Qdrant Edge; NaN on a Qdrant server, which ragbench cannot measure), plus the bm25s index as
@@ -29,7 +33,10 @@ primary measure):
 from __future__ import annotations
 
 import random
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -71,9 +78,10 @@ def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample:
             if i >= warmup and text in encoded:  # embedded (and timed) for an earlier config of this model
                 encode_ms, vector = encoded[text]
             else:
-                t0 = time.perf_counter()
-                vector = encode_uncached([text], emb, "query")
-                encode_ms = 1000 * (time.perf_counter() - t0)
+                with one_thread():
+                    t0 = time.perf_counter()
+                    vector = encode_uncached([text], emb, "query")
+                    encode_ms = 1000 * (time.perf_counter() - t0)
                 if i >= warmup:
                     encoded[text] = (encode_ms, vector)
             mine = replace(res, query_vectors=vector)
@@ -82,6 +90,22 @@ def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample:
             continue
         ms.append(encode_ms + median_ms(lambda: retrieve(run_config, one, mine), repeats))
     return {"latency_p50_ms": float(np.percentile(ms, 50)), "latency_p95_ms": float(np.percentile(ms, 95))}
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch's intra-op threads set to one inside the block, the earlier number restored after; nothing when torch
+    is not imported (BM25, an ONNX encoder)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def median_ms(call, repeats: int) -> float:
