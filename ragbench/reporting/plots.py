@@ -2,14 +2,15 @@
 
 matplotlib is imported only when a plot is drawn (:func:`_pyplot`): a warm rerun, whose report plots all come from
 the :class:`~ragbench.core.cache.PlotCache`, imports no matplotlib. The report's plots (:func:`report_plots`) are
-cached by the data they draw; the sweep's k-sweep and measure curves (:func:`plot_k_sweep`, :func:`metric_curve`)
-and each config's plot on its MLflow run (:func:`config_plot`) are drawn when asked.
+cached by the data they draw; so are, through :func:`cached_plot`, the sweep's measure curves
+(:func:`metric_curve`) and each config's plot on its MLflow run (:func:`config_plot`), which a warm rerun logs again
+under its new parent run. The k-sweep plot (:func:`plot_k_sweep`) is drawn when asked.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,6 +146,28 @@ def report_plots(report: "SweepReport", out_dir: Path, cache_root: Path | None =
                 cache.put_bytes(key, path.read_bytes())
         out[name] = path
     return out
+
+
+def cached_plot(cache_root: Path | None, path: Path, draw: Callable[..., Path], **kwargs) -> Path:
+    """``draw(path=path, **kwargs)`` (a plot function of this module), unless the
+    :class:`~ragbench.core.cache.PlotCache` under ``cache_root`` holds the PNG of the same function, arguments and
+    :data:`PLOT_VERSION`: then that PNG is copied to ``path`` and matplotlib is not imported. No ``cache_root``:
+    drawn."""
+    if cache_root is None:
+        return draw(path=path, **kwargs)
+    from ragbench.core.cache import PlotCache
+    from ragbench.core.hashing import stable_hash
+
+    cache = PlotCache(cache_root)
+    key = stable_hash({"plot": draw.__name__, "version": PLOT_VERSION, "args": kwargs}, length=32)
+    cached = cache.get(key)
+    if cached is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(cached)
+        return path
+    draw(path=path, **kwargs)
+    cache.put_bytes(key, path.read_bytes())
+    return path
 
 
 def _plot_data(report: "SweepReport") -> dict[str, dict]:

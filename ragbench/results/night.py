@@ -99,7 +99,7 @@ def log_night(tracker: Tracker, store: ResultStore, sweep_id: str, parent_run: s
                         dataset_fingerprint)
         tracker.log_config(run, {k: v for k, v in metrics.items() if v is not None}, {},
                            extra_tags={COMPUTED_IN: computed_in or "unknown", COMPUTED_RUN: computed_run,
-                                       "ragbench.reused": "true"})
+                                       "ragbench.reused": "true"}, known_new=True)  # not among ``children``
         logged += 1
     if logged:
         log.info("MLflow: %d reused config(s) logged under sweep %s's run (not recomputed)", logged, sweep_id)

@@ -259,29 +259,28 @@ class Tracker:
         return found.info.run_id if found and found.info.status == "FINISHED" else None
 
     def log_config(self, run: ConfigRun, metrics: dict[str, float], tables: dict[str, pl.DataFrame],
-                   status: str = "FINISHED", extra_tags: dict[str, str] | None = None) -> str:
+                   status: str = "FINISHED", extra_tags: dict[str, str] | None = None, known_new: bool = False) -> str:
         """Create (or reuse the unfinished) child run ``run`` for a config, log everything, and close it.
 
         Params are ``run.params``; ``tables`` named ``*.parquet`` or ``*.csv`` are logged as files, ``*.json`` as
-        MLflow tables (previewed in the UI); ``run.spec`` becomes ``config.json``.
+        MLflow tables (previewed in the UI); ``run.spec`` becomes ``config.json``. Params and metrics go in the
+        same ``log_batch`` calls. ``known_new``: the caller has just listed the sweep's children and this config has
+        none, so it is created without searching for one.
         """
         parent_run_id, sweep_id, config_id, name = run.parent_run_id, run.sweep_id, run.config_id, run.name
         spec, params = run.spec, run.params
-        found = self._find({SWEEP_TAG: sweep_id, CONFIG_TAG: config_id})
+        found = None if known_new else self._find({SWEEP_TAG: sweep_id, CONFIG_TAG: config_id})
         if found and found.info.status == "FINISHED":
             return found.info.run_id
         run_id = found.info.run_id if found else self.client.create_run(
             self.experiment_id, run_name=params.get("label") or name,  # display only: the id is in the tags
             tags={"mlflow.parentRunId": parent_run_id, SWEEP_TAG: sweep_id, CONFIG_TAG: config_id,
                   "ragbench.kind": "config", **(extra_tags or {})}).info.run_id
-        if not found:
-            self._log_params(run_id, params)
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
         clean = [Metric(metric_key(k), float(v), ts, 0) for k, v in metrics.items() if v == v]
-        for i in range(0, len(clean), 500):
-            self.client.log_batch(run_id, metrics=clean[i:i + 500])
+        self._log_batches(run_id, {} if found else params, clean)
         logged = {a.path for a in self.client.list_artifacts(run_id)} if found else set()
         with tempfile.TemporaryDirectory() as tmp:
             for fname, df in tables.items():
@@ -349,11 +348,16 @@ class Tracker:
             self.client.log_batch(run_id, metrics=metrics[i:i + 500], tags=tags if i == 0 else [])
 
     def _log_params(self, run_id: str, params: dict[str, str]) -> None:
+        self._log_batches(run_id, params, [])
+
+    def _log_batches(self, run_id: str, params: dict[str, str], metrics: list) -> None:
+        """``params`` and ``metrics`` (``Metric``) in as few ``log_batch`` calls as MLflow's limits allow (100
+        params and 500 metrics per call, as before); none when both are empty."""
         from mlflow.entities import Param
 
         items = [Param(k[:250], v) for k, v in params.items()]
-        for i in range(0, len(items), 100):
-            self.client.log_batch(run_id, params=items[i:i + 100])
+        for i in range(max((len(items) + 99) // 100, (len(metrics) + 499) // 500)):
+            self.client.log_batch(run_id, metrics=metrics[500 * i:500 * (i + 1)], params=items[100 * i:100 * (i + 1)])
 
 
 def run_url(tracking_uri: str, experiment_id: str, run_id: str, ui_url: str | None = None) -> str | None:

@@ -22,7 +22,7 @@ import polars as pl
 from ragbench.core.paths import home_path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
-from ragbench.reporting.plots import config_plot
+from ragbench.reporting.plots import cached_plot, config_plot
 from ragbench.reporting.model import SweepReport, build_report
 from ragbench.reporting.cells import value_cell
 from ragbench.reporting.render_markdown import leaderboard_markdown, sweep_description
@@ -92,7 +92,7 @@ def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Sett
     _log_costs(tracker, report)
     children = annotate_children(tracker, store, report)
     if config_plots:
-        _plot_configs(tracker, report, children)
+        _plot_configs(tracker, report, children, store.path.parent / "cache")
     log.info("MLflow: sweep %s summarized on run %s", report.sweep_id, url or run_id)
     return url
 
@@ -112,9 +112,10 @@ def _log_costs(tracker, report: SweepReport) -> None:
     tracker.client.set_tag(run_id, "ragbench.cheapest_tied_with_best", cheapest[0] if cheapest else "none")
 
 
-def _plot_configs(tracker, report: SweepReport, children: dict[str, str]) -> None:
+def _plot_configs(tracker, report: SweepReport, children: dict[str, str], cache_root: Path | None = None) -> None:
     """``plots/config.png`` on every finished config's child run of this sweep (``children``: config id -> run):
-    its recall@k and per-class primary measure against the best config's."""
+    its recall@k and per-class primary measure against the best config's; a plot the PlotCache under
+    ``cache_root`` holds for the same data is copied, not drawn."""
     curves, per_class = report.recall_curves, report.per_class
 
     def curve(cid: str) -> list[tuple[int, float]]:
@@ -128,9 +129,10 @@ def _plot_configs(tracker, report: SweepReport, children: dict[str, str]) -> Non
     finished = report.configs.filter(pl.col("status") == "finished")["config_id"].to_list()
     with tempfile.TemporaryDirectory() as tmp:
         for cid, child in ((c, children[c]) for c in finished if c in children):
-            path = config_plot(curve(cid), best_curve if cid != best else None, classes(cid),
-                               best_classes if cid != best else None, Path(tmp) / cid / "config.png",
-                               title=report.label_of(cid), measure=report.primary)
+            path = cached_plot(cache_root, Path(tmp) / cid / "config.png", config_plot, curve=curve(cid),
+                               best_curve=best_curve if cid != best else None, classes=classes(cid),
+                               best_classes=best_classes if cid != best else None, title=report.label_of(cid),
+                               measure=report.primary)
             tracker.client.log_artifact(child, str(path), artifact_path="plots")
 
 

@@ -80,7 +80,8 @@ class MlflowTracking:
                             (str(e).splitlines() or [type(e).__name__])[0][:200])
         try:
             self.tracker.client.set_tag(self.parent_run, FINISHED_TAG, "true")  # every config evaluated
-            _log_sweep_plots(self.tracker, self.parent_run, outcomes)
+            cache = self.writer.store.path.parent / "cache" if self.writer is not None else None
+            _log_sweep_plots(self.tracker, self.parent_run, outcomes, cache)
             self.tracker.finish_sweep(self.parent_run, {"configs_failed": n_failed, "configs": n_configs},
                                       "FINISHED" if n_failed == 0 else "FAILED")
         except Exception as e:
@@ -150,19 +151,22 @@ def grid_params(cfg: SweepConfig, dataset_fingerprint: str) -> dict[str, str]:
             "configs": str(len(cfg.expand())), **{k: v[:PARAM_LIMIT] for k, v in grid.items()}}
 
 
-def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome]) -> None:
-    """Evidence recall vs context budget and recall vs k, one line per config, on the sweep's parent run."""
+def _log_sweep_plots(tracker, parent_run: str, outcomes: list[ConfigOutcome],
+                     cache_root: Path | None = None) -> None:
+    """Evidence recall vs context budget and recall vs k, one line per config, on the sweep's parent run (copied
+    from the PlotCache under ``cache_root`` when it holds them for the same data: a warm rerun draws nothing)."""
     done = {o.name: o.metrics for o in outcomes if o.status == "finished" and o.metrics}
     if not done:
         return
-    from ragbench.reporting.plots import metric_curve  # matplotlib: only when a plot is drawn
+    from ragbench.reporting.plots import cached_plot, metric_curve  # matplotlib: only when a plot is drawn
 
     with tempfile.TemporaryDirectory() as tmp:
-        paths = [metric_curve(done, "recall@", "", Path(tmp) / "recall_at_k.png", title="Document recall@k",
-                              xlabel="k", logx=True)]
+        paths = [cached_plot(cache_root, Path(tmp) / "recall_at_k.png", metric_curve, metrics_by_config=done,
+                             prefix="recall@", suffix="", title="Document recall@k", xlabel="k", logx=True)]
         if any(k.startswith("evidence_recall_at_") for m in done.values() for k in m):
-            paths.append(metric_curve(done, "evidence_recall@", "tok", Path(tmp) / "evidence_recall_vs_budget.png",
-                                      title="Evidence recall within a context budget", xlabel="budget (tokens)",
-                                      logx=True))
+            paths.append(cached_plot(cache_root, Path(tmp) / "evidence_recall_vs_budget.png", metric_curve,
+                                     metrics_by_config=done, prefix="evidence_recall@", suffix="tok",
+                                     title="Evidence recall within a context budget", xlabel="budget (tokens)",
+                                     logx=True))
         for p in paths:
             tracker.client.log_artifact(parent_run, str(p), artifact_path="plots")

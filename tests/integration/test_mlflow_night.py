@@ -180,3 +180,41 @@ def test_a_25_config_description_stays_under_mlflows_limit(home, settings, tmp_p
                                                                                         for w in caught]
     assert not [m for m in leaked if "truncat" in m.lower() or "8000" in m], leaked
     assert len(_runs(_client(home), "ragbench/big", result.sweep_id, "config")) == 25
+
+
+def test_an_unchanged_night_in_a_new_process_logs_every_child_once_and_draws_no_plot(two_nights, tmp_path):
+    """Night 2 again, every config reused, in a fresh process with MLflow on: one child per config under the new
+    parent (none doubled), the sweep's and every config's plots logged, each copied from the plot cache (night 2
+    drew them from the same data), so matplotlib is never imported."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    home, _, second, _ = two_nights
+    cfg = write_config(tmp_path / "n3.yaml", night(
+        "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}, {kind: fixed, size: 64, overlap: 16}]"))
+    script = f"""import sys
+from ragbench import Settings, load_config, publish_sweep, run_sweep
+settings = Settings.from_env(home={str(home)!r}).replace(mlflow_tracking_uri=None, qdrant_url=None,
+                                                          qdrant_api_key=None)
+result = run_sweep(load_config({str(cfg)!r}), settings)
+assert all(o.reused_from for o in result.outcomes), "not a warm rerun"
+publish_sweep(result.sweep_id, settings, out_dir={str(tmp_path / 'r3')!r})
+print(result.sweep_id, "matplotlib" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, check=False,
+                         env={**os.environ, "RAGBENCH_PROGRESS": "0"}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    sweep_id, imported = out.stdout.split()[-2:]
+    assert imported == "False"
+    client = _client(home)
+    children = _runs(client, "ragbench/night", sweep_id, "config")
+    assert sorted(c.data.tags["ragbench.config_id"] for c in children) == sorted(o.config_id
+                                                                                 for o in second.outcomes)
+    assert all(c.info.status == "FINISHED" and c.data.params["config_id"] for c in children)
+    parent = _runs(client, "ragbench/night", sweep_id, "sweep")[0]
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "plots")} >= {"plots/recall_at_k.png"}
+    for c in children:
+        assert {a.path for a in client.list_artifacts(c.info.run_id, "plots")} == {"plots/config.png"}
