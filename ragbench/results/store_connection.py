@@ -64,6 +64,18 @@ def sqlite_damage(path: Path, thorough: bool = False) -> str | None:
     return None
 
 
+def restamp_mlflow_default_experiment(path: Path, artifact_location: str, now_ms: int) -> None:
+    """Set MLflow's Default experiment (id 0) in the SQLite store ``path`` to ``artifact_location``, created at
+    ``now_ms``: a store copied from a template (:mod:`ragbench.results.mlflow_seed`) then reads as MLflow would have
+    made it in this process. Raises ``sqlite3.Error`` when ``path`` is no MLflow store."""
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(path)) as con, con:
+        con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                    "WHERE experiment_id = 0", (artifact_location, now_ms, now_ms))
+
+
 def _lock_holder(message: str) -> str:
     """``pid N (command)`` from DuckDB's lock error (``... Conflicting lock is held in <exe> (PID N) ...``); the
     command line comes from ``/proc`` when the process is visible, else the executable DuckDB names."""

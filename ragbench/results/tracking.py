@@ -392,6 +392,21 @@ def check_tracking_server(uri: str) -> None:
         check_server(uri, "MLflow database (PostgreSQL)")
 
 
+def _seed(path: Path | None, folder: Path) -> bool:
+    """A new SQLite store copied from the installed MLflow's empty one in ``folder``
+    (:mod:`ragbench.results.mlflow_seed`); False when there is a store already, the URI is no SQLite file, or the
+    copy failed (MLflow makes it)."""
+    if path is None or path.exists():
+        return False
+    from ragbench.results.mlflow_seed import seed_store
+
+    try:
+        return seed_store(path, folder)
+    except Exception as e:
+        log.debug("MLflow: no template store (%s); MLflow creates the store", e)
+        return False
+
+
 def open_tracker(settings, experiment: str) -> Tracker | None:
     """A tracker, or None (with a warning) when MLflow cannot be reached: results still land in DuckDB."""
     from ragbench.core.errors import StoreDamagedError
@@ -409,7 +424,18 @@ def open_tracker(settings, experiment: str) -> Tracker | None:
         # a fresh SQLite store is migrated on first use: two sweeps doing it at once race (alembic_version exists)
         with file_lock(Path(settings.home) / "locks" / "mlflow-store.lock", "the MLflow store", wait_seconds=600,
                        on_wait=log.info):
-            return Tracker(uri, experiment, artifact_root=Path(settings.home) / "mlartifacts")
+            templates = Path(settings.tools_dir) / "mlflow"  # the empty store of each MLflow version
+            seeded = _seed(sqlite_store_path(uri), templates)
+            try:
+                return Tracker(uri, experiment, artifact_root=Path(settings.home) / "mlartifacts")
+            except Exception:
+                if not seeded:
+                    raise
+                from ragbench.results.mlflow_seed import drop_template  # MLflow could not open the copy
+
+                drop_template(templates)
+                sqlite_store_path(uri).unlink(missing_ok=True)
+                return Tracker(uri, experiment, artifact_root=Path(settings.home) / "mlartifacts")
     except Exception as e:  # unreachable server, locked store: degrade, don't lose the sweep
         log.warning("MLflow at %s is unavailable (%s); results go to DuckDB only — run `ragbench sync-mlflow` "
                     "later", uri, str(e).splitlines()[0][:200])
