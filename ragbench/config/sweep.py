@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SerializeAsAny, model_validator
 
@@ -38,6 +38,19 @@ class OutputSpec(Spec):
     mlflow: bool = True
 
 
+class SearchSpec(Spec):
+    """How the sweep walks its grid: every config (``grid``), or a screen first (``screen``)."""
+
+    strategy: Literal["grid", "screen"] = Field(
+        "grid", description="grid: evaluate every config; screen: first evaluate each chunker x model pair on a "
+                            "pooled sub-corpus (the judged documents plus the cheap retrievers' top documents) and "
+                            "do not embed in full a pair significantly worse than the screen's leader")
+    depth: int = Field(100, ge=1, description="documents each cheap retriever (BM25 per chunker, a static model) "
+                                             "adds to the screen's pool per query")
+    alpha: float = Field(0.05, gt=0, lt=1, description="a pair is screened out when its Holm-adjusted p-value "
+                                                       "against the leader is below this and its mean is lower")
+
+
 class SweepConfig(Spec):
     name: str
     dataset: SerializeAsAny[DatasetSpec]  # dumped with its format's own fields
@@ -55,6 +68,9 @@ class SweepConfig(Spec):
                                description="stop starting expensive stages that would end after this much time "
                                            "(8h, 90m, 120s); the configs left are marked over_budget and the next "
                                            "run continues (--budget wins)")
+    search: SearchSpec = Field(SearchSpec(), description="grid (every config) or screen (pairs significantly "
+                                                         "worse than the leader on a pooled sub-corpus are not "
+                                                         "embedded in full; recorded as screened_out)")
 
     @model_validator(mode="after")
     def _dense_needs_embedder(self):
@@ -63,8 +79,9 @@ class SweepConfig(Spec):
         return self
 
     def canonical(self) -> dict[str, Any]:
-        # where results go, the time budget and the device an embedder runs on do not change what a sweep measures
-        return self.model_dump(mode="json", exclude={"output": True, "budget": True,
+        # where results go, the time budget, the search strategy and the device an embedder runs on do not change
+        # what a config's measurement means (screening changes which configs run): stored results are reused
+        return self.model_dump(mode="json", exclude={"output": True, "budget": True, "search": True,
                                                     "embedders": {"__all__": {"device"}}})
 
     def expand(self) -> list["RunConfig"]:

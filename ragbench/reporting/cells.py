@@ -37,8 +37,10 @@ def display_rows(board: Leaderboard) -> list[dict]:
         r["wtl"] = ("—" if r.get(f"{p}_mark") == "★" else
                     f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
         if r["status"] != "finished":
-            what = {"not compared": "NOT COMPARED", "over_budget": "NOT RUN"}.get(r["status"], "FAILED")
-            r["retriever"] = f"{r['retriever']}  {what}: {r['error'] or ''}"
+            what = {"not compared": "NOT COMPARED", "over_budget": "NOT RUN", "screened_out": "NOT RUN"}.get(r["status"], "FAILED")
+            error = r["error"] or ""  # a screened-out config's error says "not run: screened out (evidence)"
+            error = error.removeprefix("not run: ") if r["status"] == "screened_out" else error
+            r["retriever"] = f"{r['retriever']}  {what}: {error}"
     return rows
 
 

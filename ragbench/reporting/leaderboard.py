@@ -125,8 +125,9 @@ def comparable(metrics, measure: str) -> float | None:
     return None if unreached_depth(metrics, measure) is not None else metrics.get(measure)
 
 
-#: statuses of configs without results: last, unranked (over_budget: a budgeted sweep did not start them)
-NOT_RUN = ("failed", "over_budget")
+#: statuses of configs without results: last, unranked (over_budget: a budgeted sweep did not start them;
+#: screened_out: a screened sweep left their chunker x model pair out)
+NOT_RUN = ("failed", "over_budget", "screened_out")
 
 
 def ranked(outcomes: list[ConfigOutcome], primary: str) -> list[tuple[int | None, ConfigOutcome]]:

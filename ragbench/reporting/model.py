@@ -135,6 +135,7 @@ class SweepReport:
     label_coverage: LabelCoverage | None = None  # judged@k beside the primary (ragbench.reporting.label_coverage)
     pooled: PooledJudgments | None = None  # before and after judgments were added (ragbench.reporting.pooled)
     assessor: AssessorSection | None = None  # LLM assessors' kappa with people (ragbench.reporting.assessor)
+    screening: pl.DataFrame | None = None  # a screened sweep's screen, one row per pair (results/store_screening)
 
     @property
     def unfinished(self) -> str | None:
@@ -344,8 +345,18 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         costs=_costs(summary, primary, comparisons, stored, configs), pooled=pooled_scores(stored, primary, labels),
         completion=sweep_completion(store, sweep_id), **_sections(store, sweep_id, primary, comparisons, labels, opts),
         label_coverage=coverage, assessor=assessor_section(store, sweep["dataset_name"]),
+        screening=_screening(store, sweep_id),
         dataset_warnings=tuple(synthetic_warnings(json.loads(sweep.get("dataset_notes") or "{}")))
         + ((coverage.sentence,) if coverage and coverage.sentence else ()))
+
+
+def _screening(store: ResultStore, sweep_id: str) -> pl.DataFrame | None:
+    """The sweep's screen rows, None when it had no screen (or the file predates the table)."""
+    try:
+        rows = store.screening(sweep_id)
+    except Exception:  # a read-only file written before the table existed
+        return None
+    return rows if rows.height else None
 
 
 def _sections(store: ResultStore, sweep_id: str, primary: str, comparisons: dict[str, Comparison],

@@ -19,6 +19,7 @@ from ragbench.config.labels import NO_MODEL, ConfigLabels
 from ragbench.reporting.cells import fmt, latency_column
 from ragbench.reporting.headline import build_headline
 from ragbench.reporting.label_coverage import JUDGED_CELL
+from ragbench.reporting.screening import screening_rows, screening_sentence
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
@@ -43,7 +44,7 @@ def render_html(report: SweepReport, plots: dict[str, Path], links: list[tuple[s
     """The report as one self-contained HTML document (no external resource but ``links``), every table within
     1,400 px: the headline (:func:`~ragbench.reporting.headline.build_headline`) with ``links`` (``(text,
     href)``: :func:`report_links`), the legend, the leaderboard, each config against the best, plots, per-class
-    results, cost, chunk statistics, since the previous sweep, against production, and the pairs behind a
+    results, cost, chunk statistics, the screen of a screened sweep, since the previous sweep, against production, and the pairs behind a
     ``<details>``."""
     env = _environment()
     headline = build_headline(report)
@@ -55,7 +56,8 @@ def render_html(report: SweepReport, plots: dict[str, Path], links: list[tuple[s
         heldout=_heldout(report), leaderboard=_leaderboard(report), vs_best=_vs_best(report),
         plots=[(t := PLOT_TITLES.get(k, k).format(primary=report.primary), t, _data_uri(p)) for k, p in plots.items()],
         per_class=_per_class(report), costs=_costs(report), chunk_stats=_chunk_stats(report), pairs=_pairs(report),
-        since=_since(report), production=_production(report))
+        since=_since(report), production=_production(report), screening=screening_rows(report.screening),
+        screening_sentence=screening_sentence(report.screening))
 
 
 def _since(report: SweepReport) -> dict:
@@ -102,8 +104,9 @@ def _judged_header(report: SweepReport) -> str | None:
 def _leaderboard(report: SweepReport) -> list[dict]:
     rows, p50 = [], latency_column(report.board).key == "latency_p50_ms"
     for row in report.board.rows:
-        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": row.error,
-             "not_run": row.status == "over_budget"}
+        error = (row.error or "").removeprefix("not run: ") if row.status == "screened_out" else row.error
+        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": error,
+             "not_run": row.status in ("over_budget", "screened_out")}
         if row.rank is not None:
             mark = row.judged[report.primary].mark if report.primary in row.judged else ""
             v = row.vs_best

@@ -6,6 +6,7 @@ from ragbench.config.labels import ConfigLabels
 from ragbench.reporting.headline import build_headline
 from ragbench.reporting.leaderboard import ranked
 from ragbench.reporting.model import SweepReport
+from ragbench.reporting.screening import screening_json
 from ragbench.reporting.tables import to_json_lines
 from ragbench.results.outcomes import SweepResult
 
@@ -21,7 +22,9 @@ def report_json(report: SweepReport) -> str:
     (:meth:`~ragbench.reporting.heldout.HoldoutRepeats.as_dict`; null without repeated splits), ``assessors``
     (each LLM assessor's κ with people and confusion matrix: :meth:`~ragbench.reporting.assessor.AssessorSection.
     as_dict`; null when none was measured) and ``headline`` (the words every surface leads with:
-    :meth:`~ragbench.reporting.headline.Headline.as_dict`; null when no config ranked), one object per line."""
+    :meth:`~ragbench.reporting.headline.Headline.as_dict`; null when no config ranked) and ``screening`` (a screened
+    sweep's pool and each pair's screen score, Δ, p and Holm p: :func:`~ragbench.reporting.screening.screening_json`;
+    null without a screen), one object per line."""
     done = report.completion.as_dict() if report.completion is not None else {}
     ranked_any = report.leaderboard().height > 0
     sections = {"headline": build_headline(report).as_dict() if ranked_any else None,"since_previous": report.since_previous.as_dict() if report.since_previous else None,
@@ -32,7 +35,8 @@ def report_json(report: SweepReport) -> str:
                 "label_coverage": report.label_coverage.as_dict() if report.label_coverage else None,
                 "holdout_repeats": report.holdout_repeats.as_dict() if report.holdout_repeats else None,
                 "pooled": report.pooled.as_dict() if report.pooled else None,
-                "assessors": report.assessor.as_dict() if report.assessor else None}
+                "assessors": report.assessor.as_dict() if report.assessor else None,
+                "screening": screening_json(report.screening)}
     return "\n".join(to_json_lines([{**r, "primary": {"measure": report.primary, "value": r.get(report.primary)},
                                      "sweep_id": report.sweep_id, **done, **sections}
                                     for r in report.board.dicts()]))

@@ -17,6 +17,7 @@ from ragbench.reporting.decision import decision_lines
 from ragbench.reporting.headline import Headline, build_headline
 from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport
+from ragbench.reporting.screening import SCREENING_COLUMNS, screening_rows, screening_sentence
 from ragbench.reporting.verdicts import legend
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
 from ragbench.reporting.since import change_columns, change_rows, since_lines
@@ -54,8 +55,17 @@ def leaderboard_markdown(report: SweepReport, limit: int | None = None) -> str:
               f"_{legend(report)}_"]
     if report.costs is not None:
         parts += ["", *cost_markdown(report.costs, report.primary)]
+    parts += ["", *screening_markdown(report)]
     parts += ["", *sections_markdown(report, limit)]
     return "\n".join(parts)
+
+
+def screening_markdown(report: SweepReport) -> list[str]:
+    """The "Screening" section of a screened sweep (:mod:`ragbench.reporting.screening`); nothing without one."""
+    rows = screening_rows(report.screening)
+    if not rows:
+        return []
+    return ["### Screening", "", screening_sentence(report.screening), "", to_markdown(SCREENING_COLUMNS, rows)]
 
 
 def headline_markdown(headline: Headline) -> list[str]:

@@ -19,6 +19,7 @@ from ragbench.reporting.leaderboard import sweep_leaderboard
 from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary
+from ragbench.reporting.screening import SCREENING_COLUMNS, screening_rows, screening_sentence
 from ragbench.reporting.since import SincePrevious, change_columns, change_rows, since_lines
 from ragbench.reporting.tables import Column, fit_table, number
 from ragbench.results.outcomes import SweepResult
@@ -57,13 +58,25 @@ def since_rich(section: SincePrevious | None, note: str | None, primary: str, wi
 
 
 def sections_rich(report: SweepReport, width: int = 160) -> list:
-    """What ``report`` prints under the leaderboard: :func:`since_rich`, then "against production" (a sentence:
+    """What ``report`` prints under the leaderboard: the screen (:func:`screening_rich`), :func:`since_rich`, then "against production" (a sentence:
     the best against the live promotion and the command to promote, or why not), as rich renderables."""
     from rich.text import Text
 
     note = (report.production_note or "not compared") + ("" if report.vs_production else ".")
-    return [*since_rich(report.since_previous, report.since_note, report.primary, width),
+    return [*screening_rich(report, width), *since_rich(report.since_previous, report.since_note, report.primary,
+                                                         width),
             Text("Against production", style="bold"), Text(note)]
+
+
+def screening_rich(report: SweepReport, width: int = 160) -> list:
+    """The "Screening" section of a screened sweep (:mod:`ragbench.reporting.screening`); nothing without one."""
+    from rich.text import Text
+
+    rows = screening_rows(report.screening)
+    if not rows:
+        return []
+    return [Text("Screening", style="bold"), Text(screening_sentence(report.screening)),
+            fit_table(SCREENING_COLUMNS, rows, width, title=f"{report.primary} on the pooled sub-corpus")]
 
 
 def headline_rich(headline: Headline, width: int = 160):
@@ -101,6 +114,8 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
             r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
         elif r["status"] == "over_budget":
             r["retriever"] = f"{r['retriever']}  NOT RUN: over budget"
+        elif r["status"] == "screened_out":  # the error says on what evidence
+            r["retriever"] = f"{r['retriever']}  NOT RUN: {(r['error'] or '').removeprefix('not run: ')}"
     notes = [f"{result.n_failed} of {len(result.outcomes)} configs failed"] if result.n_failed else []
     notes += shallow_notes({m: {o.config_id: d for o in result.outcomes
                                 if (d := unreached_depth(o.metrics, m)) is not None}
@@ -110,7 +125,7 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
                      title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
                            f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed",
                      caption="\n".join(notes) or None,
-                     row_styles=["red" if r["status"] == "failed" else "yellow" if r["status"] == "over_budget"
+                     row_styles=["red" if r["status"] == "failed" else "yellow" if r["status"] in ("over_budget", "screened_out")
                                  else None for r in rows])
 
 

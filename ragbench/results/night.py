@@ -43,7 +43,7 @@ def log_unlogged(tracker: Tracker, store: ResultStore, sweep_id: str, parent_run
     uploaded = 0
     for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in store.pending_mlflow_configs(sweep_id).iter_rows():
         run = ConfigRun(parent_run, sweep_id, config_id, cname, json.loads(cspec), dataset_fingerprint)
-        if cstatus in ("failed", "over_budget"):  # over budget: logged as not run (KILLED)
+        if cstatus in ("failed", "over_budget", "screened_out"):  # over budget, screened out: not run (KILLED)
             run_id = tracker.log_config_failure(run, error)
         else:
             evidence = store.without_evidence(sweep_id, config_id)

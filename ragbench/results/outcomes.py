@@ -118,9 +118,20 @@ class ConfigResult:
 OVER_BUDGET = "not run: over budget"
 
 
+#: the error of a config a screened sweep did not run (``search: {strategy: screen}``; status ``screened_out``): its
+#: chunker x model pair was significantly worse than the screen's leader on the pooled sub-corpus
+SCREENED_OUT = "not run: screened out"
+
+#: statuses of configs recorded without results that did not fail: a later sweep evaluates them
+NOT_RUN_STATUSES = ("over_budget", "screened_out")
+
+
 def failure_status(error: str | None) -> str:
-    """``over_budget`` for a config the budget stopped (its error starts with :data:`OVER_BUDGET`), else ``failed``."""
-    return "over_budget" if (error or "").startswith(OVER_BUDGET) else "failed"
+    """``over_budget`` for a config the budget stopped (its error starts with :data:`OVER_BUDGET`),
+    ``screened_out`` for one the screen left out (:data:`SCREENED_OUT`), else ``failed``."""
+    error = error or ""
+    return "over_budget" if error.startswith(OVER_BUDGET) else "screened_out" if error.startswith(SCREENED_OUT) \
+        else "failed"
 
 
 @dataclass(frozen=True)
@@ -139,7 +150,7 @@ class ConfigOutcome:
     config_id: str
     name: str
     spec: dict
-    status: str  # finished | failed | over_budget | skipped (finished in an earlier attempt of this sweep, or reused)
+    status: str  # finished | failed | over_budget | screened_out | skipped (finished in an earlier attempt of this sweep, or reused)
     metrics: dict[str, float] = field(default_factory=dict)
     n_queries: int = 0
     n_unlabelled: int = 0

@@ -181,6 +181,10 @@ class Spool:
         """Spool the sweep's k-sweep table (of its best config)."""
         return self._put(sweep_id, f"k_sweep-{config_id}", "k_sweep", {"config_id": config_id}, {"k_sweep": table})
 
+    def put_screening(self, sweep_id: str, table: pl.DataFrame) -> Path:
+        """Spool the screened sweep's screen rows (:mod:`ragbench.results.store_screening`)."""
+        return self._put(sweep_id, "screening", "screening", {}, {"screening": table})
+
     def _put(self, sweep_id: str, name: str, kind: str, fields: dict, tables: dict[str, pl.DataFrame]) -> Path:
         folder = self.folder(sweep_id)
         with self._lock(sweep_id):
@@ -269,6 +273,8 @@ class Spool:
                     failure = ConfigFailure(fields["config_id"], fields["name"], fields["spec"],
                                             fields["dataset_fingerprint"], fields["error"])
                     record_failure(failure, sweep_id, store, tracker, parent_run)
+                elif kind == "screening":
+                    store.write_screening(sweep_id, tables["screening"])
                 else:
                     store.write_k_sweep(sweep_id, fields["config_id"], tables["k_sweep"])
                 # committed: only now may the spooled copy go (renamed first, so a kill mid-delete leaves no
@@ -377,6 +383,11 @@ class SweepWriter:
         """:func:`~ragbench.results.record.record` the config, or spool it (MLflow follows the merge)."""
         self._write(lambda: record(result, self.sweep_id, self.store, self.tracker, self.parent_run),
                     lambda: self.spool.put_result(self.sweep_id, result), f"results of config {result.label} are")
+
+    def write_screening(self, table: pl.DataFrame) -> None:
+        """The screen's rows (``ResultStore.write_screening``), or kept in the spool."""
+        self._write(lambda: self.store.write_screening(self.sweep_id, table),
+                    lambda: self.spool.put_screening(self.sweep_id, table), "the screen's rows are", "they are")
 
     def record_failure(self, config_id: str, name: str, spec: dict, dataset_fingerprint: str, error: str) -> None:
         failure = ConfigFailure(config_id, name, spec, dataset_fingerprint, error)

@@ -41,6 +41,7 @@ from ragbench.results.store_connection import StoreConnection
 from ragbench.results.store_judgments import JudgmentsTable
 from ragbench.results.store_promotions import PromotionsTable
 from ragbench.results.store_queries import QueriesTable
+from ragbench.results.store_screening import ScreeningTable
 from ragbench.results.store_schema import PER_CONFIG_TABLES
 
 _CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, status, error, n_queries, n_unlabelled, "
@@ -51,7 +52,7 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, StoreConnection):
+class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, ScreeningTable, StoreConnection):
     """The DuckDB results file. Every method opens, uses and closes its own connection (:class:`StoreConnection`);
     the ``promotions`` methods come from :class:`PromotionsTable`, the ``assessor_agreement`` ones from
     :class:`JudgmentsTable`, the ``queries`` ones (question texts) from :class:`QueriesTable`."""

@@ -1,7 +1,7 @@
 """The schema of the results file: every table's DDL, the columns added since, and the migration of old files.
 
-The tables (``sweeps``, ``configs``, the per-config tables of :data:`PER_CONFIG_TABLES`, ``k_sweep`` and
-``promotions``) are created, and old files migrated, by the first connection of a
+The tables (``sweeps``, ``configs``, the per-config tables of :data:`PER_CONFIG_TABLES`, ``k_sweep``,
+``screening`` and ``promotions``) are created, and old files migrated, by the first connection of a
 :class:`ragbench.results.store.ResultStore` that may write (:meth:`~ragbench.results.store_connection.StoreConnection.
 connect`). ``CREATE TABLE IF NOT EXISTS`` leaves an old table alone, so a column added later comes with an
 ``ALTER TABLE ... ADD COLUMN IF NOT EXISTS`` line; measures once stored as ``ndcg@10`` are rewritten to their keys
@@ -57,6 +57,9 @@ CREATE TABLE IF NOT EXISTS assessor_agreement (
 CREATE TABLE IF NOT EXISTS queries (
     dataset_fingerprint VARCHAR, query_id VARCHAR, text VARCHAR, query_class VARCHAR,
     PRIMARY KEY (dataset_fingerprint, query_id));
+CREATE TABLE IF NOT EXISTS screening (
+    sweep_id VARCHAR, chunker VARCHAR, model VARCHAR, mean DOUBLE, delta DOUBLE, p DOUBLE, p_holm DOUBLE,
+    kept BOOLEAN, leader BOOLEAN, n_docs BIGINT, n_chunks BIGINT, n_queries BIGINT, alpha DOUBLE);
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;

@@ -315,9 +315,10 @@ class Tracker:
         """A failed config as a FAILED child run with its error in the ``ragbench.error`` tag."""
         from ragbench.results.outcomes import failure_status
 
-        if failure_status(error) == "over_budget":  # not run: a budgeted sweep stopped before it, not a failure
+        status = failure_status(error)
+        if status != "failed":  # not run (over budget, screened out): a sweep chose not to start it, not a failure
             return self.log_config(run, {}, {}, status="KILLED", extra_tags={"ragbench.error": error,
-                                                                              "ragbench.status": "over_budget"})
+                                                                              "ragbench.status": status})
         return self.log_config(run, {}, {}, status="FAILED", extra_tags={"ragbench.error": (error or "")[:5000]})
 
     def finish_sweep(self, run_id: str, metrics: dict[str, float], status: str = "FINISHED") -> None:

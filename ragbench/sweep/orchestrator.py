@@ -41,6 +41,7 @@ from ragbench.sweep.graph import DATASET, StageFns, execute, outcome, sweep_grap
 from ragbench.sweep.ksweep import KSweep
 from ragbench.sweep.recording import Recorder, warn
 from ragbench.sweep.runner import Finished, LocalRunner, StageFuture, StageRunner, submit
+from ragbench.sweep.screen import screen_configs
 from ragbench.sweep.stages import preflight
 from ragbench.sweep.tracking import open_sweep_tracking
 from ragbench.sweep.work import MODEL_SLOTS, StageWork
@@ -163,16 +164,16 @@ class _Sweep:
         if holder:
             log.warning("results.duckdb is held by %s: %d spooled result(s) of earlier sweeps stay in %s until it "
                         "frees", holder, self.spool.count(), self.spool.root)
-        writer = self._open_sweep()
-        sweep_id = writer.sweep_id
+        sweep_id = (writer := self._open_sweep()).sweep_id
         getattr(self.options.runner, "sweep_started", lambda *_: None)(sweep_id, cfg.name)  # e.g. names the run
         plan = self._decide(configs, sweep_id, work)
         tracking = open_sweep_tracking(self.settings, cfg, experiment_name(cfg), sweep_id, ds.fingerprint, writer,
                                        len(plan.reused))
         recorder = Recorder(writer, cfg.metrics, ds.fingerprint)
         self.clock, todo = plan_clock(cfg, ds, self.home, plan, self.options.budget, getattr(self, "started", None))
-        outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=plan.reused.get(c.config_id))
-                    for c in configs if c.config_id in plan.stored]
+        todo, outcomes = screen_configs(cfg, ds, work, todo, recorder)  # search: {strategy: screen}
+        outcomes += [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=plan.reused.get(c.config_id))
+                     for c in configs if c.config_id in plan.stored]
         with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
             recorder.advance = advance
             outcomes += self._execute(todo, work, recorder)

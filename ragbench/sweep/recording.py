@@ -83,6 +83,17 @@ class Recorder:
         return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "over_budget", error=str(e))
 
 
+    def screened_out(self, run_config: RunConfig, reason: str) -> ConfigOutcome:
+        """Record a config a screened sweep does not run (status ``screened_out``, not failed; ``reason`` starts
+        with :data:`~ragbench.results.outcomes.SCREENED_OUT` and gives the evidence)."""
+        with self.lock:
+            log.info("config %s: %s", run_config.labels.text, reason)
+            self.writer.record_failure(run_config.config_id, run_config.name, run_config.spec(), self.fingerprint,
+                                       reason)
+        self.advance(1)
+        return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "screened_out", error=reason)
+
+
 def log_result(result: ConfigResult, metrics: MetricsSpec) -> None:
     """The config's primary score (and answer scores), then its warnings."""
     means = result.means()

@@ -1,0 +1,254 @@
+"""Screening before the full embed (``search: {strategy: screen}`` in the sweep file).
+
+Each chunker x model pair is first evaluated on one pooled sub-corpus: the judged documents of the tuning queries
+plus, for every query, the top ``depth`` documents of each cheap retriever (BM25 over each chunker's chunks, and
+every static Model2Vec embedder of the sweep over each chunker's chunks: no transformer encoding). On that pool a
+pair's chunks are embedded through the sweep's vector cache (a pair that survives reuses those vectors in its full
+embed), searched exactly (cosine, in memory) and judged like the sweep judges (the primary measure per query).
+
+The decision (:func:`screen_pairs`): the leader is the pair with the best mean; every other pair is compared with
+it by the project's paired randomization test on the same queries, Holm-adjusted across the pairs. A pair whose
+adjusted p-value is below ``alpha`` and whose mean is lower is screened out: its configs are recorded with status
+``screened_out`` (not failed; a later sweep without the screen evaluates them). BM25 configs always run. When the
+screen cannot be computed (e.g. a primary measure the screen cannot measure) it is logged and every pair runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ragbench.config import RunConfig
+from ragbench.core.cache import EmbedStats
+from ragbench.core.measure_keys import measure_key, measure_key_expr
+from ragbench.core.models import resolve_model
+from ragbench.core.progress import log
+from ragbench.core.schemas import index_texts
+from ragbench.data.holdout import holdout_split
+from ragbench.embedding.embed import embed_texts
+from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.metrics import document_cutoff
+from ragbench.evaluation.paired_tests import holm_correction, pair_seed, paired_randomization_test, required_resamples
+from ragbench.results.outcomes import SCREENED_OUT
+from ragbench.results.store_screening import SCREENING_COLUMNS
+from ragbench.retrieval.base import run_from_hits
+from ragbench.retrieval.bm25 import BM25Index, BM25Retriever
+from ragbench.sweep.stages import evaluate_stage
+
+Pair = tuple[int, str]  # (chunker index, embedder spec id)
+
+
+@dataclass(frozen=True)
+class PairScreen:
+    """One chunker x model pair on the screen: its mean primary value over the tuning queries, and against the
+    leader (``delta`` = its mean minus the leader's, the paired test's ``p`` and its Holm-adjusted ``p_holm``; None
+    for the leader itself). ``kept``: it runs in full."""
+
+    chunker: str
+    model: str
+    mean: float
+    delta: float | None
+    p: float | None
+    p_holm: float | None
+    kept: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.chunker} x {self.model}"
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What the screen decided: per pair (:class:`PairScreen`, keyed by :data:`Pair`), the leader, and the pooled
+    sub-corpus (documents, chunks summed over the chunkers)."""
+
+    pairs: dict[Pair, PairScreen]
+    leader: Pair
+    n_docs: int
+    n_chunks: int
+
+    def reason(self, pair: Pair) -> str:
+        """The stored error of a screened-out config: :data:`SCREENED_OUT` and the evidence."""
+        s, lead = self.pairs[pair], self.pairs[self.leader]
+        return (f"{SCREENED_OUT} (Δ {s.delta:+.3f}, p {s.p:.3g}, Holm p {s.p_holm:.3g} vs {lead.label}; "
+                f"screen of {self.n_docs} documents, {self.n_chunks} chunks)")
+
+    def table(self, n_queries: int, alpha: float) -> pl.DataFrame:
+        """One row per pair, as the ``screening`` table stores it (:mod:`ragbench.results.store_screening`)."""
+        rows = [{"chunker": s.chunker, "model": s.model, "mean": s.mean, "delta": s.delta, "p": s.p,
+                 "p_holm": s.p_holm, "kept": s.kept, "leader": pair == self.leader, "n_docs": self.n_docs,
+                 "n_chunks": self.n_chunks, "n_queries": n_queries, "alpha": alpha} for pair, s in self.pairs.items()]
+        return pl.DataFrame(rows, schema=SCREENING_COLUMNS)
+
+    def summary(self) -> str:
+        kept = [s.label for s in self.pairs.values() if s.kept]
+        out = [s.label for s in self.pairs.values() if not s.kept]
+        return (f"screen: {len(self.pairs)} pairs on a pooled sub-corpus of {self.n_docs} documents "
+                f"({self.n_chunks} chunks), leader {self.pairs[self.leader].label}: kept {', '.join(kept) or 'none'}; "
+                f"screened out {', '.join(out) or 'none'}")
+
+
+def pool_documents(judged, runs, depth: int) -> set[str]:
+    """The screen's pool: the ``judged`` document ids, plus each document run of ``runs`` (``query_id, rank,
+    doc_id``) cut to its top ``depth`` documents per query."""
+    pool = set(judged)
+    for run in runs:
+        pool.update(run.filter(pl.col("rank") <= depth)["doc_id"].to_list())
+    return pool
+
+
+def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, str]], alpha: float,
+                 seed: int = 0, shallow: frozenset = frozenset()) -> tuple[dict[Pair, PairScreen], Pair]:
+    """The decision on per-query ``values`` (one array per pair, aligned by query, NaN = unlabelled).
+
+    The rule: the leader is the best mean (ties: the first pair); each other pair gets the paired randomization
+    test against the leader (:func:`~ragbench.evaluation.paired_tests.paired_randomization_test`, resamples for a
+    Holm family of that size), the p-values are Holm-adjusted across the pairs, and a pair is kept unless its
+    adjusted p is below ``alpha`` and its mean lower than the leader's. A ``shallow`` pair (its run named fewer
+    documents than the primary's cutoff for some query: the report would not compare it) is neither leader nor
+    tested: it is kept."""
+    means = {p: float(np.nanmean(v)) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
+    ranked = [p for p in means if p not in shallow] or list(means)
+    leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
+    others = [p for p in ranked if p != leader]
+    resamples = required_resamples(max(len(others), 1), alpha)
+    name = {p: " x ".join(labels[p]) for p in values}
+    tests = {p: paired_randomization_test(values[p], values[leader], n_resamples=resamples,
+                                          seed=pair_seed(seed, name[p], name[leader])) for p in others}
+    adjusted = holm_correction({p: t.p_value for p, t in tests.items()})
+    out = {}
+    for p in values:
+        if p == leader:
+            out[p] = PairScreen(*labels[p], means[p], None, None, None, True)
+            continue
+        if p not in tests:  # shallow: not compared
+            out[p] = PairScreen(*labels[p], means[p], means[p] - means[leader], None, None, True)
+            continue
+        worse = means[p] < means[leader] and adjusted[p] == adjusted[p] and adjusted[p] < alpha
+        out[p] = PairScreen(*labels[p], means[p], means[p] - means[leader], tests[p].p_value, adjusted[p], not worse)
+    return out, leader
+
+
+def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder) -> tuple[list[RunConfig], list]:
+    """The screened sweep's first step: the configs of ``todo`` still to run and the outcomes of those screened
+    out (recorded by ``recorder`` as ``screened_out``). Without ``search: {strategy: screen}``, or with fewer
+    than two pairs, ``todo`` unchanged. The screen's encodings join ``work.embed_stats``."""
+    pairs = _pairs(cfg)
+    if cfg.search.strategy != "screen" or len(pairs) < 2 or not any(c.embedder is not None for c in todo):
+        return todo, []
+    try:
+        screen = run_screen(cfg, ds, work, pairs)
+    except Exception as e:  # the screen saves work; it never stops a sweep
+        log.warning("screen: could not be computed (%s): every pair runs in full", e)
+        return todo, []
+    log.info("%s", screen.summary())
+    recorder.writer.write_screening(screen.table(len(_tuning(ds, work.evaluation).queries), cfg.search.alpha))
+    kept, outcomes = [], []
+    for c in todo:
+        pair = _pair_of(cfg, c)
+        if pair is not None and not screen.pairs[pair].kept:
+            outcomes.append(recorder.screened_out(c, screen.reason(pair)))
+        else:
+            kept.append(c)
+    return kept, outcomes
+
+
+def _pairs(cfg) -> dict[Pair, tuple[str, str]]:
+    dense = any(r.uses_embedder for r in cfg.retrievers)
+    return {(i, e.spec_id): (ch.label, e.label) for i, ch in enumerate(cfg.chunkers) for e in cfg.embedders
+            if dense}
+
+
+def _pair_of(cfg, c: RunConfig) -> Pair | None:
+    if c.embedder is None:
+        return None
+    return next(i for i, ch in enumerate(cfg.chunkers) if ch == c.chunker), c.embedder.spec_id
+
+
+def run_screen(cfg, ds, work, pairs: dict[Pair, tuple[str, str]]) -> Screen:
+    """Pool the sub-corpus, evaluate every pair on it, decide (:func:`screen_pairs`)."""
+    tuning = _tuning(ds, work.evaluation)
+    qids = tuning.queries["query_id"].to_list()
+    chunks = [work.chunk(ch) for ch in cfg.chunkers]
+    static = [e for e in cfg.embedders if resolve_model(e.model).kind == "model2vec"]
+    depth = cfg.search.depth
+    runs = []
+    for i, ch_chunks in enumerate(chunks):
+        hits = BM25Index(BM25Retriever(), index_texts(ch_chunks)).search(tuning.queries["text"].to_list(), 2 * depth)
+        runs.append(document_run(run_from_hits(qids, ch_chunks, hits.ids, hits.scores)))
+        for emb in static:
+            runs.append(document_run(_dense_run(work, tuning, ch_chunks, emb, 2 * depth)))
+    pool = pool_documents(tuning.qrels["doc_id"].to_list(), runs, depth)
+    keep = pl.col("doc_id").is_in(pl.Series(sorted(pool), dtype=pl.String).implode())
+    sub = [c.filter(keep) for c in chunks]
+    primary = measure_key(cfg.metrics.primary)
+    by_spec = {e.spec_id: e for e in cfg.embedders}
+    # chunks fetched per query: the deepest dense search of the sweep's retrievers
+    search_depth = max([d.depth for r in cfg.retrievers if (d := r.dense_search()) is not None]
+                       or [max(cfg.metrics.cutoffs)])
+    values, shallow, cutoff = {}, set(), document_cutoff(primary)
+    for (i, spec_id) in pairs:
+        run = _dense_run(work, tuning, sub[i], by_spec[spec_id], search_depth)
+        per_query = evaluate_stage(tuning, run, work.measures, chunks=sub[i], metrics_spec=cfg.metrics)
+        per_query = per_query.with_columns(measure_key_expr(pl.col("measure"))).filter(pl.col("measure") == primary)
+        if per_query.is_empty():
+            raise ValueError(f"the primary measure {primary} is not measured on the screen")
+        got = dict(zip(per_query["query_id"], per_query["value"]))
+        values[(i, spec_id)] = np.array([got.get(q, np.nan) for q in qids], dtype=float)
+        if cutoff is not None and _fewest_documents(run, qids) < cutoff:
+            shallow.add((i, spec_id))
+    decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow))
+    return Screen(decided, leader, len(pool), sum(s.height for s in sub))
+
+
+def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:
+    """The fewest distinct documents the chunk ``run`` names for any of the queries ``qids``."""
+    per = dict(run.group_by("query_id").agg(pl.col("doc_id").n_unique()).iter_rows())
+    return min((per.get(q, 0) for q in qids), default=0)
+
+
+def _tuning(ds, evaluation):
+    """The dataset restricted to the tuning queries (the held-out ones never steer the sweep)."""
+    from dataclasses import replace
+
+    if evaluation.holdout is None:
+        return ds
+    ids = pl.Series(sorted(holdout_split(ds.queries, ds.qrels, evaluation.holdout, evaluation.holdout_seed).tuning),
+                    dtype=pl.String).implode()
+    return replace(ds, queries=ds.queries.filter(pl.col("query_id").is_in(ids)),
+                   qrels=ds.qrels.filter(pl.col("query_id").is_in(ids)),
+                   spans=ds.spans.filter(pl.col("query_id").is_in(ids)))
+
+
+def _dense_run(work, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
+    """Exact cosine search of ``ds``'s queries over ``chunks`` with ``emb``, both embedded through the cache
+    (their stats join ``work.embed_stats``)."""
+    s = work.settings
+    with work.model_slot:
+        docs, dstats = embed_texts(index_texts(chunks), emb, "document", work.vector_cache, s.embed_segment_rows, True,
+                                   s.min_free_bytes)
+        queries, qstats = embed_texts(ds.queries["text"].to_list(), emb, "query", work.vector_cache,
+                                      s.embed_segment_rows, True, s.min_free_bytes)
+    work.embed_stats.extend(st for st in (dstats, qstats) if isinstance(st, EmbedStats))
+    docs, queries = _unit(docs), _unit(queries)
+    k = min(depth, docs.shape[0])
+    if k == 0:
+        return run_from_hits(ds.queries["query_id"].to_list(), chunks, [np.zeros(0, dtype=np.int64)] * queries.shape[0],
+                             [np.zeros(0)] * queries.shape[0])
+    ids, scores = [], []
+    for start in range(0, queries.shape[0], 256):
+        sims = queries[start:start + 256] @ docs.T
+        top = (np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < docs.shape[0]
+               else np.tile(np.arange(k), (len(sims), 1)))
+        for row, cand in zip(sims, top):
+            order = cand[np.argsort(-row[cand], kind="stable")]
+            ids.append(order)
+            scores.append(row[order].astype(float))
+    return run_from_hits(ds.queries["query_id"].to_list(), chunks, ids, scores)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

@@ -1,0 +1,69 @@
+"""Screening before the full embed (``search: {strategy: screen}``) on the demo.
+
+The grid has one chunker and two dense models: MiniLM, and a deliberately crippled copy of it that reads only the
+first few tokens of each chunk (``max_seq_length: 6``, its own vector space). On the pooled sub-corpus the crippled
+pair is significantly worse than the leader (paired test, Holm), so it is screened out: its dense config is
+recorded ``screened_out`` (DuckDB, the --json lines, the outcome), the sweep exits 0 and encodes fewer passages than
+the same sweep without the screen, and the kept configs' stored per-query values equal the unscreened sweep's."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT, write_config
+from typer.testing import CliRunner
+
+from ragbench.cli import app
+from ragbench.config import load_config
+from ragbench.evaluation.cost import COST_MEASURES
+from ragbench.results.store import ResultStore
+from ragbench.sweep import run_sweep
+
+SWEEP = f"""name: screened
+dataset: {{name: nimbus-demo, path: {ROOT / 'datasets' / 'demo'}, split: test, queries: all}}
+chunkers: [{{kind: markdown, prefix: breadcrumb, max_tokens: 256}}]
+embedders: [{{model: all-MiniLM-L6-v2}}, {{model: all-MiniLM-L6-v2, max_seq_length: 6, name: minilm-first-4-tokens}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+metrics: {{cutoffs: [1, 5, 10]}}
+ann_fidelity: {{enabled: false}}
+output: {{mlflow: false}}
+search: {{strategy: screen, depth: 1}}
+"""
+
+
+def _values(store: ResultStore, sweep_id: str, config_id: str):
+    rows = store.query_metrics(sweep_id, config_id)
+    rows = rows.filter(~rows["measure"].is_in(list(COST_MEASURES)))
+    return sorted((q, m, None if v != v else v) for q, m, v in rows.select("query_id", "measure", "value").iter_rows())
+
+
+def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tmp_path, settings):
+    path = write_config(tmp_path / "s.yaml", SWEEP)
+    cfg = load_config(path)
+    plain = load_config(write_config(tmp_path / "p.yaml", SWEEP.replace("strategy: screen", "strategy: grid")))
+    assert cfg.canonical() == plain.canonical()  # the search strategy is not part of what a sweep measures
+    screened_home, plain_home = tmp_path / "screened", tmp_path / "plain"
+    res = CliRunner().invoke(app, ["sweep", str(path), "--orchestrator", "local", "--json", "--home",
+                                   str(screened_home), "--no-report"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    status = {r["config_id"]: r["status"] for r in rows}
+    bad = next(c for c in cfg.expand() if c.embedder is not None and c.embedder.max_seq_length)
+    assert status[bad.config_id] == "screened_out"
+    assert {s for c, s in status.items() if c != bad.config_id} == {"finished"}  # BM25 and the leader run
+    error = next(r["error"] for r in rows if r["config_id"] == bad.config_id)
+    assert error.startswith("not run: screened out (Δ -") and "Holm p" in error and "all-MiniLM-L6-v2" in error
+    store = ResultStore(screened_home / "results.duckdb")
+    sweep_id = store.sweeps()["sweep_id"].to_list()[-1]
+    stored = dict(store.query("SELECT config_id, status FROM configs WHERE sweep_id = ?", [sweep_id]).iter_rows())
+    assert stored == status
+    # the same sweep in full, in its own home: more passages encoded, the same values for every config kept
+    screened = run_sweep(cfg, settings.with_home(tmp_path / "screened-again"))
+    full = run_sweep(plain, settings.with_home(plain_home))
+    assert screened.n_failed == 0 and {o.status for o in full.outcomes} == {"finished"}
+    assert [o.status for o in screened.outcomes if o.config_id == bad.config_id] == ["screened_out"]
+    assert 0 < screened.vectors_computed < full.vectors_computed
+    ref = ResultStore(plain_home / "results.duckdb")
+    for c in cfg.expand():
+        if c.config_id != bad.config_id:
+            assert _values(store, sweep_id, c.config_id) == _values(ref, full.sweep_id, c.config_id), c.name

@@ -1,0 +1,79 @@
+"""The screen's pool and its decision (ragbench/sweep/screen.py) on hand-made values."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from ragbench.evaluation.paired_tests import holm_correction, pair_seed, paired_randomization_test, required_resamples
+from ragbench.results.outcomes import failure_status
+from ragbench.sweep.screen import Screen, pool_documents, screen_pairs
+
+
+def test_the_pool_is_the_judged_documents_and_each_runs_top_depth():
+    bm25 = pl.DataFrame({"query_id": ["q1", "q1", "q1", "q2", "q2"], "rank": [1, 2, 3, 1, 2],
+                         "doc_id": ["a", "b", "c", "d", "e"]})
+    static = pl.DataFrame({"query_id": ["q1", "q1"], "rank": [1, 2], "doc_id": ["f", "a"]})
+    assert pool_documents(["z"], [bm25, static], 2) == {"z", "a", "b", "d", "e", "f"}
+    assert pool_documents(["z"], [bm25, static], 1) == {"z", "a", "d", "f"}
+    assert pool_documents([], [], 5) == set()
+
+
+LABELS = {(0, "m"): ("fixed", "minilm"), (1, "m"): ("whole", "minilm"), (0, "s"): ("fixed", "static"),
+          (1, "s"): ("whole", "static")}
+
+
+def _values(seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0.4, 0.9, 40)
+    return {(0, "m"): base,  # the leader
+            (1, "m"): base - 0.01 * rng.choice([-1, 1], 40),  # the same on average: kept
+            (0, "s"): base - 0.3,  # worse on every query: out
+            (1, "s"): np.where(np.arange(40) < 20, base - 0.02, np.nan)}  # a little worse, half unlabelled
+
+
+def test_the_leader_is_the_best_mean_and_a_pair_goes_only_when_holm_says_it_is_worse():
+    values = _values()
+    decided, leader = screen_pairs(values, LABELS, alpha=0.05)
+    assert leader == (0, "m") and decided[leader].kept and decided[leader].delta is None
+    assert not decided[(0, "s")].kept and decided[(0, "s")].delta < 0
+    assert decided[(1, "m")].kept
+    # the p-values are the project's randomization test against the leader, Holm-adjusted over the three others
+    n = required_resamples(3, 0.05)
+    raw = {p: paired_randomization_test(values[p], values[leader], n_resamples=n,
+                                        seed=pair_seed(0, " x ".join(LABELS[p]), " x ".join(LABELS[leader]))).p_value
+           for p in values if p != leader}
+    adjusted = holm_correction(raw)
+    for p in raw:
+        assert decided[p].p == raw[p] and decided[p].p_holm == adjusted[p]
+        assert decided[p].kept == (not (adjusted[p] < 0.05 and decided[p].delta < 0))
+    assert abs(decided[(1, "s")].mean - float(np.nanmean(values[(1, "s")]))) < 1e-12
+
+
+def test_a_significant_raw_p_that_holm_lifts_above_alpha_keeps_the_pair():
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.3, 0.7, 12)
+    # 10 of 12 queries lose 0.05, 2 win 0.05: exact raw p = 2 (1 + 12 + 66) / 2^12 = 0.039, Holm x 2 = 0.077
+    worse = base - 0.05 * np.array([1.0] * 10 + [-1.0, -1.0])
+    values = {(0, "m"): base, (1, "m"): worse, (0, "s"): base - 0.001 * np.array([1.0, -1.0] * 5 + [1.0, 1.0])}
+    decided, _ = screen_pairs(values, LABELS, alpha=0.05)
+    p = decided[(1, "m")]
+    assert p.p < 0.05 <= p.p_holm and p.kept
+
+
+def test_a_screened_out_config_says_why_and_is_stored_as_screened_out():
+    decided, leader = screen_pairs(_values(), LABELS, alpha=0.05)
+    reason = Screen(decided, leader, 120, 480).reason((0, "s"))
+    assert reason.startswith("not run: screened out (Δ -0.300") and "vs fixed x minilm" in reason
+    assert "120 documents, 480 chunks" in reason
+    assert failure_status(reason) == "screened_out"
+    assert failure_status("not run: over budget (x)") == "over_budget" and failure_status("boom") == "failed"
+    assert "screened out fixed x static" in Screen(decided, leader, 120, 480).summary()
+
+
+def test_a_shallow_pair_is_neither_the_leader_nor_screened_out():
+    values = _values()
+    values[(1, "s")] = values[(0, "m")] + 0.5  # the best mean, but its run is too shallow to compare
+    decided, leader = screen_pairs(values, LABELS, alpha=0.05, shallow=frozenset({(1, "s")}))
+    assert leader == (0, "m") and decided[(1, "s")].kept and decided[(1, "s")].p is None
+    assert not decided[(0, "s")].kept
