@@ -77,3 +77,17 @@ def test_a_shallow_pair_is_neither_the_leader_nor_screened_out():
     decided, leader = screen_pairs(values, LABELS, alpha=0.05, shallow=frozenset({(1, "s")}))
     assert leader == (0, "m") and decided[(1, "s")].kept and decided[(1, "s")].p is None
     assert not decided[(0, "s")].kept
+
+
+def test_the_screening_section_shows_each_pair_and_the_pool():
+    from ragbench.reporting.screening import screening_json, screening_rows, screening_sentence
+
+    decided, leader = screen_pairs(_values(), LABELS, alpha=0.05)
+    table = Screen(decided, leader, 120, 480).table(40, 0.05)
+    rows = screening_rows(table)
+    assert [r["decision"] for r in rows if r["pair"] == "fixed x minilm"] == ["leader"]
+    assert [r["decision"] for r in rows if r["pair"] == "fixed x static"] == ["screened out"]
+    assert "120 documents (480 chunks" in screening_sentence(table) and "40 queries" in screening_sentence(table)
+    js = screening_json(table)
+    assert js["documents"] == 120 and len(js["pairs"]) == 4
+    assert screening_rows(None) == [] and screening_sentence(None) is None and screening_json(None) is None
