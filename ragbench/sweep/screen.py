@@ -167,22 +167,31 @@ def _pair_of(cfg, c: RunConfig) -> Pair | None:
     return next(i for i, ch in enumerate(cfg.chunkers) if ch == c.chunker), c.embedder.spec_id
 
 
-def run_screen(cfg, ds, work, pairs: dict[Pair, tuple[str, str]]) -> Screen:
-    """Pool the sub-corpus, evaluate every pair on it, decide (:func:`screen_pairs`)."""
+def pooled_sub_corpus(cfg, ds, work) -> tuple[object, set[str], list[pl.DataFrame]]:
+    """The screen's pool (:func:`pool_documents` of the tuning queries' judged documents and each cheap
+    retriever's top ``search.depth`` documents): ``(the tuning dataset, the pooled document ids, each chunker's
+    chunks of those documents)``. Cheap = no transformer: BM25 over each chunker's chunks, and every static
+    Model2Vec embedder of the sweep (exact search over all of that chunker's chunks)."""
     tuning = _tuning(ds, work.evaluation)
     qids = tuning.queries["query_id"].to_list()
     chunks = [work.chunk(ch) for ch in cfg.chunkers]
     static = [e for e in cfg.embedders if resolve_model(e.model).kind == "model2vec"]
     depth = cfg.search.depth
     runs = []
-    for i, ch_chunks in enumerate(chunks):
+    for ch_chunks in chunks:  # chunks fetched: twice the depth, so that the top ``depth`` documents are filled
         hits = BM25Index(BM25Retriever(), index_texts(ch_chunks)).search(tuning.queries["text"].to_list(), 2 * depth)
         runs.append(document_run(run_from_hits(qids, ch_chunks, hits.ids, hits.scores)))
         for emb in static:
             runs.append(document_run(_dense_run(work, tuning, ch_chunks, emb, 2 * depth)))
     pool = pool_documents(tuning.qrels["doc_id"].to_list(), runs, depth)
     keep = pl.col("doc_id").is_in(pl.Series(sorted(pool), dtype=pl.String).implode())
-    sub = [c.filter(keep) for c in chunks]
+    return tuning, pool, [c.filter(keep) for c in chunks]
+
+
+def run_screen(cfg, ds, work, pairs: dict[Pair, tuple[str, str]]) -> Screen:
+    """Pool the sub-corpus (:func:`pooled_sub_corpus`), evaluate every pair on it, decide (:func:`screen_pairs`)."""
+    tuning, pool, sub = pooled_sub_corpus(cfg, ds, work)
+    qids = tuning.queries["query_id"].to_list()
     primary = measure_key(cfg.metrics.primary)
     by_spec = {e.spec_id: e for e in cfg.embedders}
     # chunks fetched per query: the deepest dense search of the sweep's retrievers

@@ -1,0 +1,164 @@
+"""Screening before the full embed, side by side with the full grid (``search: {strategy: screen}`` vs ``grid``).
+
+One grid, 3 chunkers (whole documents, recursive 128 tokens, fixed 32 tokens) x {all-MiniLM-L6-v2,
+static-retrieval-m2v} x dense exact, plus BM25 per chunker, on SciFact's test split (300 queries; read from its
+folder, never copied):
+
+* ``--max-docs N``: the judged documents plus seeded distractors up to N (what fits a run on 2 shared cores);
+* without it, the whole 5,183-document corpus: about 68k chunks over the three chunkers (fixed 32 alone cuts
+  about 50k), the many-passages case screening is for.
+
+The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth) and in full. For each run:
+passages encoded per model (distinct document texts in the home's vector cache: what the run sent to the model),
+the winner on the primary measure and the configs tied with it (paired randomization test, Holm), seconds.
+Checks: the screened winner is the full grid's winner or tied with it. Target: the transformer's (MiniLM's)
+encoded passages of the screened run at most 40 % of the full grid's (the static model's are counted too, but it
+costs no transformer pass and its vectors pool the screen).
+
+    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--keep DIR]
+    python benchmarks/screen.py --pool-only [--depth 3]     # the pool on the whole corpus, no transformer
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's ragbench, installed or not
+
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
+CHUNKERS = "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}, {kind: fixed, size: 32, overlap: 0}]"
+SWEEP = """name: screen-bench-{grid}
+dataset: {{name: scifact, path: {path}, split: test{max_docs}}}
+chunkers: {chunkers}
+embedders: [{{model: all-MiniLM-L6-v2}}, {{model: static-retrieval-m2v}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+metrics: {{cutoffs: [1, 5, 10, 100], primary: ndcg@10}}
+ann_fidelity: {{enabled: false}}
+output: {{mlflow: false}}
+search: {{strategy: {strategy}, depth: {depth}}}
+"""
+
+
+def encoded(home: Path, cfg) -> dict[str, int]:
+    """Distinct document texts each model encoded in ``home`` (a fresh home: everything in its cache)."""
+    from ragbench.core.cache import VectorCache
+    from ragbench.embedding.embed import model_key
+
+    cache = VectorCache(home / "cache")
+    return {e.label: len(cache.known(model_key(e), "document")) for e in cfg.embedders}
+
+
+def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None) -> dict:
+    from ragbench.config import load_config
+    from ragbench.core.settings import Settings
+    from ragbench.reporting.model import build_report
+    from ragbench.results.store import ResultStore
+    from ragbench.sweep import run_sweep
+
+    home = root / f"{grid}-{strategy}"
+    path = root / f"{grid}-{strategy}.yaml"
+    path.write_text(SWEEP.format(grid=grid, path=SCIFACT, chunkers=CHUNKERS, strategy=strategy, depth=depth,
+                                 max_docs=f", max_docs: {max_docs}" if max_docs else ""))
+    cfg = load_config(path)
+    settings = Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
+    t0 = time.perf_counter()
+    result = run_sweep(cfg, settings)
+    seconds = time.perf_counter() - t0
+    report = build_report(ResultStore(home / "results.duckdb"), result.sweep_id)
+    stats = ResultStore(home / "results.duckdb").query(  # each chunker's chunk count, from its stored statistics
+        "SELECT config_id, value FROM chunk_stats WHERE sweep_id = ? AND stat = 'chunk_count'", [result.sweep_id])
+    chunks = dict(stats.iter_rows())
+    return {"grid": grid, "strategy": strategy, "seconds": seconds, "encoded": encoded(home, cfg),
+            "winner": report.label_of(report.best), "winner_id": report.best,
+            "tied": [report.label_of(c) for c in report.tied_with_best], "tied_ids": set(report.tied_with_best),
+            "screened_out": [o.label for o in result.outcomes if o.status == "screened_out"],
+            "n_chunks": sum({report.labels_of(c).chunker: v for c, v in chunks.items()}.values())}
+
+
+def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
+    """The screen's pool on the grid, without a transformer pass (BM25 and the static model only): documents and
+    chunks per chunker pooled against the corpus's, the share of the transformer's full-grid encoding the screen
+    itself costs."""
+    from ragbench.config import load_config
+    from ragbench.core.settings import Settings
+    from ragbench.data import load_dataset
+    from ragbench.sweep.screen import pooled_sub_corpus
+    from ragbench.sweep.work import StageWork
+
+    path = root / "pool.yaml"
+    path.write_text(SWEEP.format(grid="pool", path=SCIFACT, chunkers=CHUNKERS, strategy="screen", depth=depth,
+                                 max_docs=f", max_docs: {max_docs}" if max_docs else ""))
+    cfg = load_config(path)
+    settings = Settings.from_env(home=root / "pool").replace(mlflow_tracking_uri=None, qdrant_url=None,
+                                                             qdrant_api_key=None)
+    ds = load_dataset(cfg.dataset, root / "pool" / "cache")
+    work = StageWork(cfg, ds, settings)
+    t0 = time.perf_counter()
+    _, pool, sub = pooled_sub_corpus(cfg, ds, work)
+    full = [work.chunk(ch).height for ch in cfg.chunkers]
+    lines = [f"pool at depth {depth}: {len(pool):,} of {ds.corpus.height:,} documents "
+             f"({len(pool) / ds.corpus.height:.0%}), {time.perf_counter() - t0:.0f} s"]
+    for ch, s_, f in zip(cfg.chunkers, sub, full):
+        lines.append(f"  {ch.label}: {s_.height:,} of {f:,} chunks pooled ({s_.height / max(f, 1):.0%})")
+    lines.append(f"  all chunkers: {sum(x.height for x in sub):,} of {sum(full):,} chunks "
+                 f"({sum(x.height for x in sub) / max(sum(full), 1):.0%}): the screen's transformer encoding as a "
+                 f"share of the full grid's")
+    return "\n".join(lines)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| grid | run | chunks (3 chunkers) | MiniLM passages encoded | static passages encoded | seconds | "
+             "winner (ndcg@10) | tied with the winner | screened out |",
+             "|---|---|---:|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['grid']} | {r['strategy']} | {r['n_chunks']:,.0f} | "
+                     f"{r['encoded'].get('all-MiniLM-L6-v2', 0):,} | {r['encoded'].get('static-retrieval-m2v', 0):,}"
+                     f" | {r['seconds']:.0f} | {r['winner']} | {'; '.join(r['tied']) or 'none'} | "
+                     f"{'; '.join(r['screened_out']) or 'none'} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--max-docs", type=int, help="judged documents plus seeded distractors up to this many "
+                                                  "(default: the whole corpus)")
+    ap.add_argument("--depth", type=int, default=3, help="search.depth of the screened sweep")
+    ap.add_argument("--pool-only", action="store_true", help="only size the screen's pool (no transformer pass)")
+    ap.add_argument("--keep", type=Path, help="keep the homes here (default: a temporary folder, removed)")
+    args = ap.parse_args()
+    if not (SCIFACT / "corpus.jsonl").is_file():
+        print(f"SciFact not found at {SCIFACT}", file=sys.stderr)
+        return 2
+    root = args.keep or Path(tempfile.mkdtemp(prefix="screen-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
+    rows, ok = [], True
+    try:
+        if args.pool_only:
+            print(pool_only(args.depth, root, args.max_docs))
+            return 0
+        for grid in [f"scifact-{args.max_docs}" if args.max_docs else "scifact"]:
+            screened = run(grid, "screen", args.depth, root, args.max_docs)
+            full = run(grid, "grid", args.depth, root, args.max_docs)
+            rows += [screened, full]
+            same = screened["winner_id"] == full["winner_id"] or screened["winner_id"] in full["tied_ids"]
+            ratio = (screened["encoded"].get("all-MiniLM-L6-v2", 0)
+                     / max(full["encoded"].get("all-MiniLM-L6-v2", 0), 1))
+            total = sum(screened["encoded"].values()) / max(sum(full["encoded"].values()), 1)
+            print(f"{grid}: screened winner {'is the full winner or tied with it' if same else 'DIFFERS'}; "
+                  f"MiniLM passages encoded {ratio:.0%} of the full grid's (all models {total:.0%}); "
+                  f"seconds {screened['seconds'] / max(full['seconds'], 1e-9):.0%}", flush=True)
+            ok &= same
+        print(table(rows))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
