@@ -111,6 +111,11 @@ def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
     return "\n".join(lines)
 
 
+def _cell(labels) -> str:
+    """Config labels in a markdown cell (their `` | `` separators as `` · ``)."""
+    return "; ".join(label.replace(" | ", " · ") for label in labels) or "none"
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| grid | run | chunks (3 chunkers) | MiniLM passages encoded | static passages encoded | seconds | "
              "winner (ndcg@10) | tied with the winner | screened out |",
@@ -118,8 +123,8 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         lines.append(f"| {r['grid']} | {r['strategy']} | {r['n_chunks']:,.0f} | "
                      f"{r['encoded'].get('all-MiniLM-L6-v2', 0):,} | {r['encoded'].get('static-retrieval-m2v', 0):,}"
-                     f" | {r['seconds']:.0f} | {r['winner']} | {'; '.join(r['tied']) or 'none'} | "
-                     f"{'; '.join(r['screened_out']) or 'none'} |")
+                     f" | {r['seconds']:.0f} | {_cell([r['winner']])} | {_cell(r['tied'])} | "
+                     f"{_cell(r['screened_out'])} |")
     return "\n".join(lines)
 
 
