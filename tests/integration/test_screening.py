@@ -3,7 +3,7 @@
 The grid has one chunker and two dense models: MiniLM, and a deliberately crippled copy of it that reads only the
 first few tokens of each chunk (``max_seq_length: 6``, its own vector space). On the pooled sub-corpus the crippled
 pair is significantly worse than the leader (paired test, Holm), so it is screened out: its dense config is
-recorded ``screened_out`` (DuckDB, the --json lines, the outcome), the sweep exits 0 and encodes fewer passages than
+recorded ``screened_out`` (DuckDB, MLflow: a KILLED run, the --json lines, the outcome), the sweep exits 0 and encodes fewer passages than
 the same sweep without the screen, and the kept configs' stored per-query values equal the unscreened sweep's."""
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def _values(store: ResultStore, sweep_id: str, config_id: str):
 
 
 def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tmp_path, settings):
-    path = write_config(tmp_path / "s.yaml", SWEEP)
-    cfg = load_config(path)
+    cfg = load_config(write_config(tmp_path / "s.yaml", SWEEP))
+    path = write_config(tmp_path / "logged.yaml", SWEEP.replace("mlflow: false", "mlflow: true"))  # the CLI logs
     plain = load_config(write_config(tmp_path / "p.yaml", SWEEP.replace("strategy: screen", "strategy: grid")))
     assert cfg.canonical() == plain.canonical()  # the search strategy is not part of what a sweep measures
     screened_home, plain_home = tmp_path / "screened", tmp_path / "plain"
@@ -57,6 +57,12 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
     sweep_id = store.sweeps()["sweep_id"].to_list()[-1]
     stored = dict(store.query("SELECT config_id, status FROM configs WHERE sweep_id = ?", [sweep_id]).iter_rows())
     assert stored == status
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{screened_home / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              "tags.`ragbench.status` = 'screened_out'")
+    assert [(r.info.status, r.data.tags.get("ragbench.config_id")) for r in runs] == [("KILLED", bad.config_id)]
     # the same sweep in full, in its own home: more passages encoded, the same values for every config kept
     screened = run_sweep(cfg, settings.with_home(tmp_path / "screened-again"))
     full = run_sweep(plain, settings.with_home(plain_home))
