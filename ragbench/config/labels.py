@@ -19,6 +19,12 @@ NO_MODEL = "–"  # a BM25 config embeds nothing
 LABEL_SEPARATOR = "; "
 
 
+def pair_label(chunker: str, model: str) -> str:
+    """A chunker x model pair in words, as a config's label begins (``recursive 128 tok, overlap 0 |
+    all-MiniLM-L6-v2``)."""
+    return f"{chunker} | {model}"
+
+
 @dataclass(frozen=True)
 class ConfigLabels:
     """The chunker, the embedding model (:data:`NO_MODEL` for none) and the retriever, in words."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ragbench.config.labels import pair_label
 from ragbench.reporting.tables import Column
 
 #: the section's columns, in every format
@@ -24,7 +25,7 @@ def screening_rows(table: pl.DataFrame | None) -> list[dict]:
     decision ``leader``, ``kept`` or ``screened out``."""
     if table is None or table.is_empty():
         return []
-    return [{"pair": f"{r['chunker']} x {r['model']}", "score": _num(r["mean"], ".4f"),
+    return [{"pair": pair_label(r["chunker"], r["model"]), "score": _num(r["mean"], ".4f"),
              "delta": _num(r["delta"], "+.4f"), "p": _num(r["p"], ".3g"), "p_holm": _num(r["p_holm"], ".3g"),
              "decision": ("leader" if r["leader"] else "kept (not compared: too shallow)" if r["p"] is None
                           else "kept" if r["kept"] else "screened out")}

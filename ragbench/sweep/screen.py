@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from ragbench.config import RunConfig
+from ragbench.config.labels import LABEL_SEPARATOR, pair_label
 from ragbench.core.cache import EmbedStats
 from ragbench.core.measure_keys import measure_key, measure_key_expr
 from ragbench.core.models import resolve_model
@@ -56,7 +57,7 @@ class PairScreen:
 
     @property
     def label(self) -> str:
-        return f"{self.chunker} x {self.model}"
+        return pair_label(self.chunker, self.model)
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,8 @@ class Screen:
         kept = [s.label for s in self.pairs.values() if s.kept]
         out = [s.label for s in self.pairs.values() if not s.kept]
         return (f"screen: {len(self.pairs)} pairs on a pooled sub-corpus of {self.n_docs} documents "
-                f"({self.n_chunks} chunks), leader {self.pairs[self.leader].label}: kept {', '.join(kept) or 'none'}; "
-                f"screened out {', '.join(out) or 'none'}")
+                f"({self.n_chunks} chunks), leader {self.pairs[self.leader].label}: "
+                f"kept {LABEL_SEPARATOR.join(kept) or 'none'}; screened out {LABEL_SEPARATOR.join(out) or 'none'}")
 
 
 def pool_documents(judged, runs, depth: int) -> set[str]:
@@ -114,7 +115,7 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
     others = [p for p in ranked if p != leader]
     resamples = required_resamples(max(len(others), 1), alpha)
-    name = {p: " x ".join(labels[p]) for p in values}
+    name = {p: pair_label(*labels[p]) for p in values}
     tests = {p: paired_randomization_test(values[p], values[leader], n_resamples=resamples,
                                           seed=pair_seed(seed, name[p], name[leader])) for p in others}
     adjusted = holm_correction({p: t.p_value for p, t in tests.items()})
@@ -157,8 +158,9 @@ def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder) -> tuple[list
 
 def _pairs(cfg) -> dict[Pair, tuple[str, str]]:
     dense = any(r.uses_embedder for r in cfg.retrievers)
-    return {(i, e.spec_id): (ch.label, e.label) for i, ch in enumerate(cfg.chunkers) for e in cfg.embedders
-            if dense}
+    # in words, as each config's label spells its chunker and model
+    return {(i, e.spec_id): (ch.name or ch.explain(), e.label) for i, ch in enumerate(cfg.chunkers)
+            for e in cfg.embedders if dense}
 
 
 def _pair_of(cfg, c: RunConfig) -> Pair | None:

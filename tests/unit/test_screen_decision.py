@@ -41,7 +41,7 @@ def test_the_leader_is_the_best_mean_and_a_pair_goes_only_when_holm_says_it_is_w
     # the p-values are the project's randomization test against the leader, Holm-adjusted over the three others
     n = required_resamples(3, 0.05)
     raw = {p: paired_randomization_test(values[p], values[leader], n_resamples=n,
-                                        seed=pair_seed(0, " x ".join(LABELS[p]), " x ".join(LABELS[leader]))).p_value
+                                        seed=pair_seed(0, " | ".join(LABELS[p]), " | ".join(LABELS[leader]))).p_value
            for p in values if p != leader}
     adjusted = holm_correction(raw)
     for p in raw:
@@ -64,11 +64,11 @@ def test_a_significant_raw_p_that_holm_lifts_above_alpha_keeps_the_pair():
 def test_a_screened_out_config_says_why_and_is_stored_as_screened_out():
     decided, leader = screen_pairs(_values(), LABELS, alpha=0.05)
     reason = Screen(decided, leader, 120, 480).reason((0, "s"))
-    assert reason.startswith("not run: screened out (Δ -0.300") and "vs fixed x minilm" in reason
+    assert reason.startswith("not run: screened out (Δ -0.300") and "vs fixed | minilm" in reason
     assert "120 documents, 480 chunks" in reason
     assert failure_status(reason) == "screened_out"
     assert failure_status("not run: over budget (x)") == "over_budget" and failure_status("boom") == "failed"
-    assert "screened out fixed x static" in Screen(decided, leader, 120, 480).summary()
+    assert "screened out fixed | static" in Screen(decided, leader, 120, 480).summary()
 
 
 def test_a_shallow_pair_is_neither_the_leader_nor_screened_out():
@@ -85,8 +85,8 @@ def test_the_screening_section_shows_each_pair_and_the_pool():
     decided, leader = screen_pairs(_values(), LABELS, alpha=0.05)
     table = Screen(decided, leader, 120, 480).table(40, 0.05)
     rows = screening_rows(table)
-    assert [r["decision"] for r in rows if r["pair"] == "fixed x minilm"] == ["leader"]
-    assert [r["decision"] for r in rows if r["pair"] == "fixed x static"] == ["screened out"]
+    assert [r["decision"] for r in rows if r["pair"] == "fixed | minilm"] == ["leader"]
+    assert [r["decision"] for r in rows if r["pair"] == "fixed | static"] == ["screened out"]
     assert "120 documents (480 chunks" in screening_sentence(table) and "40 queries" in screening_sentence(table)
     js = screening_json(table)
     assert js["documents"] == 120 and len(js["pairs"]) == 4
