@@ -44,20 +44,9 @@ sys.path.insert(0, str(ROOT))  # this checkout's ragbench (children get it throu
 SCIFACT = Path(os.environ.get("RAGBENCH_SCIFACT") or ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
 RAGBENCH = Path(sys.executable).with_name("ragbench")
 
-SWEEP = """name: overhead
+SWEEP = """name: {name}
 dataset: {{path: {path}, split: test, max_docs: {max_docs}}}
-chunkers: [{{kind: whole}}]
-embedders: [{{model: {model}, batch_size: 32}}]
-retrievers:
-  - {{kind: bm25}}
-  - {{kind: dense, exact: true}}
-  - {{kind: hybrid, fusion: rrf, dense: {{exact: true}}}}
-output: {{mlflow: {mlflow}}}
-"""
-
-SWEEP_SCIFACT = """name: overhead-scifact
-dataset: {{path: {path}, split: test, max_docs: {max_docs}}}
-chunkers: [{{kind: whole}}, {{kind: recursive, size: 128, overlap: 0}}]
+chunkers: {chunkers}
 embedders: [{{model: {model}, batch_size: 32}}]
 retrievers:
   - {{kind: bm25}}
@@ -142,8 +131,10 @@ def write_grid(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
                 f"({args.articles} articles)")
     else:
         max_docs = args.max_docs or (300 if args.grid == "scifact" else None)
-        template = SWEEP_SCIFACT if args.grid == "scifact" else SWEEP
-        cfg.write_text(template.format(path=SCIFACT, max_docs=max_docs or "null", model=args.model, mlflow=flag))
+        grid = args.grid == "scifact"  # the small grid: two chunkers; else the whole chunker alone
+        chunkers = "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}]" if grid else "[{kind: whole}]"
+        cfg.write_text(SWEEP.format(name="overhead-scifact" if grid else "overhead", path=SCIFACT,
+                                    max_docs=max_docs or "null", chunkers=chunkers, model=args.model, mlflow=flag))
         chunkers = "(whole, recursive-128)" if args.grid == "scifact" else "whole"
         what = f"{chunkers} x {args.model} x (BM25, dense, hybrid) on SciFact ({max_docs or 'all'} docs)"
     return cfg, f"{what}, MLflow {'on' if mlflow else 'off'}"
