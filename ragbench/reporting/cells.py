@@ -7,6 +7,7 @@ import math
 from ragbench.reporting.label_coverage import JUDGED_CELL, coverage_header
 from ragbench.reporting.leaderboard import ANSWER_COLUMNS, Leaderboard
 from ragbench.reporting.tables import Column, number
+from ragbench.results.outcomes import NOT_RUN_STATUSES
 
 
 def fmt(v: float | None, digits: int = 4) -> str:
@@ -37,11 +38,17 @@ def display_rows(board: Leaderboard) -> list[dict]:
         r["wtl"] = ("—" if r.get(f"{p}_mark") == "★" else
                     f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
         if r["status"] != "finished":
-            what = {"not compared": "NOT COMPARED", "over_budget": "NOT RUN", "screened_out": "NOT RUN"}.get(r["status"], "FAILED")
-            error = r["error"] or ""  # a screened-out config's error says "not run: screened out (evidence)"
-            error = error.removeprefix("not run: ") if r["status"] == "screened_out" else error
-            r["retriever"] = f"{r['retriever']}  {what}: {error}"
+            what = ("NOT COMPARED" if r["status"] == "not compared" else
+                    "NOT RUN" if r["status"] in NOT_RUN_STATUSES else "FAILED")
+            r["retriever"] = f"{r['retriever']}  {what}: {status_note(r['status'], r['error'])}"
     return rows
+
+
+def status_note(status: str, error: str | None) -> str:
+    """What a config without results says beside its label: its error, a screened-out config's without the
+    leading ``not run: `` (the cell already says NOT RUN; the rest is the screen's evidence)."""
+    error = error or ""
+    return error.removeprefix("not run: ") if status == "screened_out" else error
 
 
 def judged_columns(board: Leaderboard) -> list[Column]:

@@ -20,7 +20,7 @@ from ragbench.generation.answering import VERDICTS
 from ragbench.reporting.label_coverage import JUDGED_CELL, coverage_key
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, leaderboard_measures
 from ragbench.reporting.heldout import WinnerHeldOut
-from ragbench.results.outcomes import ConfigOutcome, SweepResult
+from ragbench.results.outcomes import NOT_RUN_STATUSES, ConfigOutcome, SweepResult
 
 #: the answer columns of a sweep that asked an LLM: (header, measure key)
 ANSWER_COLUMNS = (("EM", "answer_em"), ("F1", "answer_f1"), ("contains", "answer_contains"),
@@ -127,7 +127,7 @@ def comparable(metrics, measure: str) -> float | None:
 
 #: statuses of configs without results: last, unranked (over_budget: a budgeted sweep did not start them;
 #: screened_out: a screened sweep left their chunker x model pair out)
-NOT_RUN = ("failed", "over_budget", "screened_out")
+NOT_RUN = ("failed", *NOT_RUN_STATUSES)
 
 
 def ranked(outcomes: list[ConfigOutcome], primary: str) -> list[tuple[int | None, ConfigOutcome]]:

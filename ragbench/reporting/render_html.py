@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from ragbench.config.labels import NO_MODEL, ConfigLabels
-from ragbench.reporting.cells import fmt, latency_column
+from ragbench.reporting.cells import fmt, latency_column, status_note
 from ragbench.reporting.headline import build_headline
 from ragbench.reporting.label_coverage import JUDGED_CELL
 from ragbench.reporting.screening import screening_rows, screening_sentence
@@ -24,6 +24,7 @@ from ragbench.reporting.model import SweepReport
 from ragbench.reporting.verdicts import legend, resolution, vs_best_rows
 from ragbench.reporting.pareto import cost_summary, human_bytes, milliseconds
 from ragbench.reporting.since import change_rows, since_lines
+from ragbench.results.outcomes import NOT_RUN_STATUSES
 
 TEMPLATES = Path(__file__).parent / "templates"
 #: most columns one table gets; a wider table is split (chunk statistics, per-class results)
@@ -44,8 +45,8 @@ def render_html(report: SweepReport, plots: dict[str, Path], links: list[tuple[s
     """The report as one self-contained HTML document (no external resource but ``links``), every table within
     1,400 px: the headline (:func:`~ragbench.reporting.headline.build_headline`) with ``links`` (``(text,
     href)``: :func:`report_links`), the legend, the leaderboard, each config against the best, plots, per-class
-    results, cost, chunk statistics, the screen of a screened sweep, since the previous sweep, against production, and the pairs behind a
-    ``<details>``."""
+    results, cost, chunk statistics, the screen of a screened sweep, since the previous sweep, against production,
+    and the pairs behind a ``<details>``."""
     env = _environment()
     headline = build_headline(report)
     return env.get_template("report.html.j2").render(
@@ -104,9 +105,8 @@ def _judged_header(report: SweepReport) -> str | None:
 def _leaderboard(report: SweepReport) -> list[dict]:
     rows, p50 = [], latency_column(report.board).key == "latency_p50_ms"
     for row in report.board.rows:
-        error = (row.error or "").removeprefix("not run: ") if row.status == "screened_out" else row.error
-        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank, "error": error,
-             "not_run": row.status in ("over_budget", "screened_out")}
+        r = {"config": _config(row.labels, row.config_id, row.name), "rank": row.rank,
+             "error": status_note(row.status, row.error), "not_run": row.status in NOT_RUN_STATUSES}
         if row.rank is not None:
             mark = row.judged[report.primary].mark if report.primary in row.judged else ""
             v = row.vs_best

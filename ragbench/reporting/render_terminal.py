@@ -58,8 +58,9 @@ def since_rich(section: SincePrevious | None, note: str | None, primary: str, wi
 
 
 def sections_rich(report: SweepReport, width: int = 160) -> list:
-    """What ``report`` prints under the leaderboard: the screen (:func:`screening_rich`), :func:`since_rich`, then "against production" (a sentence:
-    the best against the live promotion and the command to promote, or why not), as rich renderables."""
+    """What ``report`` prints under the leaderboard: the screen (:func:`screening_rich`), :func:`since_rich`, then
+    "against production" (a sentence: the best against the live promotion and the command to promote, or why not),
+    as rich renderables."""
     from rich.text import Text
 
     note = (report.production_note or "not compared") + ("" if report.vs_production else ".")

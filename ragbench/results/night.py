@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 from ragbench.core.progress import log
+from ragbench.results.outcomes import NOT_RUN_STATUSES
 from ragbench.results.record import evidence_metric
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import CONFIG_TAG, SWEEP_TAG, ConfigRun, Tracker, with_questions
@@ -43,7 +44,7 @@ def log_unlogged(tracker: Tracker, store: ResultStore, sweep_id: str, parent_run
     uploaded = 0
     for config_id, cname, cspec, cstatus, error, n_q, n_u, ms in store.pending_mlflow_configs(sweep_id).iter_rows():
         run = ConfigRun(parent_run, sweep_id, config_id, cname, json.loads(cspec), dataset_fingerprint)
-        if cstatus in ("failed", "over_budget", "screened_out"):  # over budget, screened out: not run (KILLED)
+        if cstatus in ("failed", *NOT_RUN_STATUSES):  # over budget, screened out: not run (KILLED)
             run_id = tracker.log_config_failure(run, error)
         else:
             evidence = store.without_evidence(sweep_id, config_id)

@@ -129,9 +129,8 @@ NOT_RUN_STATUSES = ("over_budget", "screened_out")
 def failure_status(error: str | None) -> str:
     """``over_budget`` for a config the budget stopped (its error starts with :data:`OVER_BUDGET`),
     ``screened_out`` for one the screen left out (:data:`SCREENED_OUT`), else ``failed``."""
-    error = error or ""
-    return "over_budget" if error.startswith(OVER_BUDGET) else "screened_out" if error.startswith(SCREENED_OUT) \
-        else "failed"
+    prefixes = {OVER_BUDGET: "over_budget", SCREENED_OUT: "screened_out"}
+    return next((status for prefix, status in prefixes.items() if (error or "").startswith(prefix)), "failed")
 
 
 @dataclass(frozen=True)
@@ -150,7 +149,9 @@ class ConfigOutcome:
     config_id: str
     name: str
     spec: dict
-    status: str  # finished | failed | over_budget | screened_out | skipped (finished in an earlier attempt of this sweep, or reused)
+    # finished | failed | over_budget | screened_out | skipped (finished in an earlier attempt of this sweep, or
+    # reused)
+    status: str
     metrics: dict[str, float] = field(default_factory=dict)
     n_queries: int = 0
     n_unlabelled: int = 0

@@ -139,6 +139,14 @@ def _evaluate(run_config: RunConfig, ds: Dataset, measures, spec: EvaluationSpec
                    ms_per_query=1000 * out.seconds / max(ds.queries.height, 1)), out
 
 
+def tuning_part(ds: Dataset, spec: EvaluationSpec) -> Dataset:
+    """``ds`` restricted to its tuning queries (``spec.holdout``'s split; all of ``ds`` without one): what ranks
+    configs and steers a sweep, never the held-out queries."""
+    if spec.holdout is None:
+        return ds
+    return _only(ds, holdout_split(ds.queries, ds.qrels, spec.holdout, spec.holdout_seed).tuning)
+
+
 def _only(ds: Dataset, query_ids: frozenset[str]) -> Dataset:
     ids = pl.Series(sorted(query_ids), dtype=pl.String).implode()
     return replace(ds, queries=ds.queries.filter(pl.col("query_id").is_in(ids)),

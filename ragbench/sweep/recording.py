@@ -16,7 +16,7 @@ from ragbench.core.measure_keys import measure_key
 from ragbench.core.progress import log
 from ragbench.core.redact import redact
 from ragbench.evaluation.metrics import MetricsSpec
-from ragbench.results.outcomes import ConfigOutcome, ConfigResult
+from ragbench.results.outcomes import ConfigOutcome, ConfigResult, failure_status
 
 #: warn when an embedder's window hides more than this share of the chunks' tokens
 WINDOW_WARN_SHARE = 0.05
@@ -59,11 +59,11 @@ class Recorder:
 
     def failed(self, run_config: RunConfig, e: BaseException) -> ConfigOutcome:
         """Record a config that failed with ``e`` (its message redacted) and move the progress bar; one a budget
-        stopped (:class:`~ragbench.sweep.budget.OverBudget`) as :meth:`over_budget`."""
+        stopped (:class:`~ragbench.sweep.budget.OverBudget`) as :meth:`not_run`."""
         from ragbench.sweep.budget import OverBudget
 
         if isinstance(e, OverBudget):
-            return self.over_budget(run_config, e)
+            return self.not_run(run_config, str(e))
         msg = redact(str(e) if isinstance(e, RagbenchError) else f"{type(e).__name__}: {e}")
         with self.lock:
             log.error("config %s failed: %s", run_config.labels.text, msg)
@@ -73,25 +73,18 @@ class Recorder:
         self.advance(1)
         return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "failed", error=msg)
 
-    def over_budget(self, run_config: RunConfig, e: BaseException) -> ConfigOutcome:
-        """Record a config a budgeted sweep did not start (status ``over_budget``, not failed)."""
-        with self.lock:
-            log.info("config %s: %s", run_config.labels.text, e)
-            self.writer.record_failure(run_config.config_id, run_config.name, run_config.spec(), self.fingerprint,
-                                       str(e))
-        self.advance(1)
-        return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "over_budget", error=str(e))
-
-
-    def screened_out(self, run_config: RunConfig, reason: str) -> ConfigOutcome:
-        """Record a config a screened sweep does not run (status ``screened_out``, not failed; ``reason`` starts
-        with :data:`~ragbench.results.outcomes.SCREENED_OUT` and gives the evidence)."""
+    def not_run(self, run_config: RunConfig, reason: str) -> ConfigOutcome:
+        """Record a config the sweep chose not to start, not failed: ``reason`` starts with
+        :data:`~ragbench.results.outcomes.OVER_BUDGET` (a budgeted sweep ran out of time) or
+        :data:`~ragbench.results.outcomes.SCREENED_OUT` (the screen's evidence), which gives its status
+        (:func:`~ragbench.results.outcomes.failure_status`)."""
         with self.lock:
             log.info("config %s: %s", run_config.labels.text, reason)
             self.writer.record_failure(run_config.config_id, run_config.name, run_config.spec(), self.fingerprint,
                                        reason)
         self.advance(1)
-        return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), "screened_out", error=reason)
+        return ConfigOutcome(run_config.config_id, run_config.name, run_config.spec(), failure_status(reason),
+                             error=reason)
 
 
 def log_result(result: ConfigResult, metrics: MetricsSpec) -> None:

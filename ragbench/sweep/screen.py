@@ -27,7 +27,6 @@ from ragbench.core.measure_keys import measure_key, measure_key_expr
 from ragbench.core.models import resolve_model
 from ragbench.core.progress import log
 from ragbench.core.schemas import index_texts
-from ragbench.data.holdout import holdout_split
 from ragbench.embedding.embed import embed_texts
 from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.metrics import document_cutoff
@@ -36,6 +35,8 @@ from ragbench.results.outcomes import SCREENED_OUT
 from ragbench.results.store_screening import SCREENING_COLUMNS
 from ragbench.retrieval.base import run_from_hits
 from ragbench.retrieval.bm25 import BM25Index, BM25Retriever
+from ragbench.retrieval.rerank.base import unit_rows
+from ragbench.sweep.evaluate import tuning_part
 from ragbench.sweep.stages import evaluate_stage
 
 Pair = tuple[int, str]  # (chunker index, embedder spec id)
@@ -145,12 +146,12 @@ def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder) -> tuple[list
         log.warning("screen: could not be computed (%s): every pair runs in full", e)
         return todo, []
     log.info("%s", screen.summary())
-    recorder.writer.write_screening(screen.table(len(_tuning(ds, work.evaluation).queries), cfg.search.alpha))
+    recorder.writer.write_screening(screen.table(len(tuning_part(ds, work.evaluation).queries), cfg.search.alpha))
     kept, outcomes = [], []
     for c in todo:
         pair = _pair_of(cfg, c)
         if pair is not None and not screen.pairs[pair].kept:
-            outcomes.append(recorder.screened_out(c, screen.reason(pair)))
+            outcomes.append(recorder.not_run(c, screen.reason(pair)))
         else:
             kept.append(c)
     return kept, outcomes
@@ -174,7 +175,7 @@ def pooled_sub_corpus(cfg, ds, work) -> tuple[object, set[str], list[pl.DataFram
     retriever's top ``search.depth`` documents): ``(the tuning dataset, the pooled document ids, each chunker's
     chunks of those documents)``. Cheap = no transformer: BM25 over each chunker's chunks, and every static
     Model2Vec embedder of the sweep (exact search over all of that chunker's chunks)."""
-    tuning = _tuning(ds, work.evaluation)
+    tuning = tuning_part(ds, work.evaluation)
     qids = tuning.queries["query_id"].to_list()
     chunks = [work.chunk(ch) for ch in cfg.chunkers]
     static = [e for e in cfg.embedders if resolve_model(e.model).kind == "model2vec"]
@@ -220,19 +221,6 @@ def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:
     return min((per.get(q, 0) for q in qids), default=0)
 
 
-def _tuning(ds, evaluation):
-    """The dataset restricted to the tuning queries (the held-out ones never steer the sweep)."""
-    from dataclasses import replace
-
-    if evaluation.holdout is None:
-        return ds
-    ids = pl.Series(sorted(holdout_split(ds.queries, ds.qrels, evaluation.holdout, evaluation.holdout_seed).tuning),
-                    dtype=pl.String).implode()
-    return replace(ds, queries=ds.queries.filter(pl.col("query_id").is_in(ids)),
-                   qrels=ds.qrels.filter(pl.col("query_id").is_in(ids)),
-                   spans=ds.spans.filter(pl.col("query_id").is_in(ids)))
-
-
 def _dense_run(work, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
     """Exact cosine search of ``ds``'s queries over ``chunks`` with ``emb``, both embedded through the cache
     (their stats join ``work.embed_stats``)."""
@@ -243,7 +231,7 @@ def _dense_run(work, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
         queries, qstats = embed_texts(ds.queries["text"].to_list(), emb, "query", work.vector_cache,
                                       s.embed_segment_rows, True, s.min_free_bytes)
     work.embed_stats.extend(st for st in (dstats, qstats) if isinstance(st, EmbedStats))
-    docs, queries = _unit(docs), _unit(queries)
+    docs, queries = unit_rows(np.asarray(docs, dtype=np.float32)), unit_rows(np.asarray(queries, dtype=np.float32))
     k = min(depth, docs.shape[0])
     if k == 0:
         return run_from_hits(ds.queries["query_id"].to_list(), chunks, [np.zeros(0, dtype=np.int64)] * queries.shape[0],
@@ -259,7 +247,3 @@ def _dense_run(work, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
             scores.append(row[order].astype(float))
     return run_from_hits(ds.queries["query_id"].to_list(), chunks, ids, scores)
 
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
