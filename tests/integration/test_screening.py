@@ -63,6 +63,11 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               "tags.`ragbench.status` = 'screened_out'")
     assert [(r.info.status, r.data.tags.get("ragbench.config_id")) for r in runs] == [("KILLED", bad.config_id)]
+    # the report: the screened-out config last, NOT RUN with the screen's evidence (said once), and the section
+    report = CliRunner().invoke(app, ["report", sweep_id, "--home", str(screened_home)], env={"COLUMNS": "400"})
+    assert report.exit_code == 0, report.output
+    assert "NOT RUN: screened out (Δ -" in report.output and "not run: screened out" not in report.output
+    assert "Screening" in report.output
     # the same sweep in full, in its own home: more passages encoded, the same values for every config kept
     screened = run_sweep(cfg, settings.with_home(tmp_path / "screened-again"))
     full = run_sweep(plain, settings.with_home(plain_home))
