@@ -1,8 +1,8 @@
 """Screening before the full embed, side by side with the full grid (``search: {strategy: screen}`` vs ``grid``).
 
-One grid, 3 chunkers (whole documents, recursive 128 tokens, fixed 32 tokens) x {all-MiniLM-L6-v2,
-static-retrieval-m2v} x dense exact, plus BM25 per chunker, on SciFact's test split (300 queries; read from its
-folder, never copied):
+One grid, 3 chunkers (whole documents, recursive 128 tokens, fixed 32 tokens) x ``--models`` (default two
+transformers of one size: all-MiniLM-L6-v2 and sre-embedding-model, a MiniLM-sized model tuned on operations text) x
+dense exact, plus BM25 per chunker, on SciFact's test split (300 queries; read from its folder, never copied):
 
 * ``--max-docs N``: the judged documents plus seeded distractors up to N (what fits a run on 2 shared cores);
 * without it, the whole 5,183-document corpus: about 68k chunks over the three chunkers (fixed 32 alone cuts
@@ -11,11 +11,12 @@ folder, never copied):
 The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth) and in full. For each run:
 passages encoded per model (distinct document texts in the home's vector cache: what the run sent to the model),
 the winner on the primary measure and the configs tied with it (paired randomization test, Holm), seconds.
-Checks: the screened winner is the full grid's winner or tied with it. Target: the transformer's (MiniLM's)
-encoded passages of the screened run at most 40 % of the full grid's (the static model's are counted too, but it
-costs no transformer pass and its vectors pool the screen).
+Checks: the screened winner is the full grid's winner or tied with it. Target: the transformers' encoded
+passages of the screened run at most 40 % of the full grid's (a static model's, with ``--models
+all-MiniLM-L6-v2,static-retrieval-m2v``, are counted apart: it costs no transformer pass and its vectors pool the
+screen).
 
-    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--keep DIR]
+    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--models A,B] [--keep DIR]
     python benchmarks/screen.py --pool-only [--depth 3]     # the pool on the whole corpus, no transformer
 """
 
@@ -32,10 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 CHUNKERS = "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}, {kind: fixed, size: 32, overlap: 0}]"
+MODELS = ("all-MiniLM-L6-v2", "sre-embedding-model")  # two transformers of the same size
+EMBEDDERS = ", ".join(f"{{model: {m}}}" for m in MODELS)
 SWEEP = """name: screen-bench-{grid}
 dataset: {{name: scifact, path: {path}, split: test{max_docs}}}
 chunkers: {chunkers}
-embedders: [{{model: all-MiniLM-L6-v2}}, {{model: static-retrieval-m2v}}]
+embedders: [{embedders}]
 retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 metrics: {{cutoffs: [1, 5, 10, 100], primary: ndcg@10}}
 ann_fidelity: {{enabled: false}}
@@ -62,8 +65,8 @@ def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None) 
 
     home = root / f"{grid}-{strategy}"
     path = root / f"{grid}-{strategy}.yaml"
-    path.write_text(SWEEP.format(grid=grid, path=SCIFACT, chunkers=CHUNKERS, strategy=strategy, depth=depth,
-                                 max_docs=f", max_docs: {max_docs}" if max_docs else ""))
+    path.write_text(SWEEP.format(grid=grid, path=SCIFACT, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy=strategy,
+                                 depth=depth, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
     cfg = load_config(path)
     settings = Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
     t0 = time.perf_counter()
@@ -91,8 +94,8 @@ def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
     from ragbench.sweep.work import StageWork
 
     path = root / "pool.yaml"
-    path.write_text(SWEEP.format(grid="pool", path=SCIFACT, chunkers=CHUNKERS, strategy="screen", depth=depth,
-                                 max_docs=f", max_docs: {max_docs}" if max_docs else ""))
+    path.write_text(SWEEP.format(grid="pool", path=SCIFACT, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy="screen",
+                                 depth=depth, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
     cfg = load_config(path)
     settings = Settings.from_env(home=root / "pool").replace(mlflow_tracking_uri=None, qdrant_url=None,
                                                              qdrant_api_key=None)
@@ -117,15 +120,26 @@ def _cell(labels) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| grid | run | chunks (3 chunkers) | MiniLM passages encoded | static passages encoded | seconds | "
+    models = list(rows[0]["encoded"])
+    lines = [f"| grid | run | chunks (3 chunkers) | {' | '.join(f'{m} passages encoded' for m in models)} | seconds | "
              "winner (ndcg@10) | tied with the winner | screened out |",
-             "|---|---|---:|---:|---:|---:|---|---|---|"]
+             "|---|---|---:|" + "---:|" * len(models) + "---:|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['grid']} | {r['strategy']} | {r['n_chunks']:,.0f} | "
-                     f"{r['encoded'].get('all-MiniLM-L6-v2', 0):,} | {r['encoded'].get('static-retrieval-m2v', 0):,}"
-                     f" | {r['seconds']:.0f} | {_cell([r['winner']])} | {_cell(r['tied'])} | "
+                     + " | ".join(f"{r['encoded'].get(m, 0):,}" for m in models)
+                     + f" | {r['seconds']:.0f} | {_cell([r['winner']])} | {_cell(r['tied'])} | "
                      f"{_cell(r['screened_out'])} |")
     return "\n".join(lines)
+
+
+def transformer_share(screened: dict, full: dict) -> float:
+    """The screened run's transformer encodings (every model but static Model2Vec ones, which cost no transformer
+    pass) as a share of the full grid's."""
+    from ragbench.core.models import resolve_model
+
+    def passages(run: dict) -> int:
+        return sum(n for m, n in run["encoded"].items() if resolve_model(m).kind != "model2vec")
+    return passages(screened) / max(passages(full), 1)
 
 
 def main() -> int:
@@ -133,9 +147,13 @@ def main() -> int:
     ap.add_argument("--max-docs", type=int, help="judged documents plus seeded distractors up to this many "
                                                   "(default: the whole corpus)")
     ap.add_argument("--depth", type=int, default=3, help="search.depth of the screened sweep")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help="the sweep's embedders, comma-separated (default: %(default)s)")
     ap.add_argument("--pool-only", action="store_true", help="only size the screen's pool (no transformer pass)")
     ap.add_argument("--keep", type=Path, help="keep the homes here (default: a temporary folder, removed)")
     args = ap.parse_args()
+    global EMBEDDERS
+    EMBEDDERS = ", ".join(f"{{model: {m.strip()}}}" for m in args.models.split(","))
     if not (SCIFACT / "corpus.jsonl").is_file():
         print(f"SciFact not found at {SCIFACT}", file=sys.stderr)
         return 2
@@ -151,11 +169,10 @@ def main() -> int:
             full = run(grid, "grid", args.depth, root, args.max_docs)
             rows += [screened, full]
             same = screened["winner_id"] == full["winner_id"] or screened["winner_id"] in full["tied_ids"]
-            ratio = (screened["encoded"].get("all-MiniLM-L6-v2", 0)
-                     / max(full["encoded"].get("all-MiniLM-L6-v2", 0), 1))
+            ratio = transformer_share(screened, full)
             total = sum(screened["encoded"].values()) / max(sum(full["encoded"].values()), 1)
             print(f"{grid}: screened winner {'is the full winner or tied with it' if same else 'DIFFERS'}; "
-                  f"MiniLM passages encoded {ratio:.0%} of the full grid's (all models {total:.0%}); "
+                  f"transformer passages encoded {ratio:.0%} of the full grid's (all models {total:.0%}); "
                   f"seconds {screened['seconds'] / max(full['seconds'], 1e-9):.0%}", flush=True)
             ok &= same
         print(table(rows))
