@@ -89,9 +89,10 @@ def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
     itself costs."""
     from ragbench.config import load_config
     from ragbench.core.settings import Settings
+    from ragbench.core.cache import ChunkCache
     from ragbench.data import load_dataset
-    from ragbench.sweep.screen import pooled_sub_corpus
-    from ragbench.sweep.work import StageWork
+    from ragbench.sweep.screen import ScreenEncoder, screen_pool
+    from ragbench.sweep.stages import chunk_stage
 
     path = root / "pool.yaml"
     path.write_text(SWEEP.format(grid="pool", path=SCIFACT, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy="screen",
@@ -100,10 +101,10 @@ def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
     settings = Settings.from_env(home=root / "pool").replace(mlflow_tracking_uri=None, qdrant_url=None,
                                                              qdrant_api_key=None)
     ds = load_dataset(cfg.dataset, root / "pool" / "cache")
-    work = StageWork(cfg, ds, settings)
     t0 = time.perf_counter()
-    _, pool, sub = pooled_sub_corpus(cfg, ds, work)
-    full = [work.chunk(ch).height for ch in cfg.chunkers]
+    found = screen_pool(cfg, ds, ScreenEncoder.standalone(settings))
+    pool, sub = found.doc_ids, found.chunks
+    full = [chunk_stage(ds, ch, ChunkCache(root / "pool" / "cache")).height for ch in cfg.chunkers]
     lines = [f"pool at depth {depth}: {len(pool):,} of {ds.corpus.height:,} documents "
              f"({len(pool) / ds.corpus.height:.0%}), {time.perf_counter() - t0:.0f} s"]
     for ch, s_, f in zip(cfg.chunkers, sub, full):

@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.data import load_dataset
         from ragbench.sweep import sweep_settings
         from ragbench.sweep.forecast import decide_now, forecast, plan_json, plan_lines
+        from ragbench.sweep.screen import ScreenEncoder, screen_pool, screens
 
         try:
             cfg = load_config(config)
@@ -46,7 +47,9 @@ def register(app: typer.Typer) -> None:
             configure_model_store(root / "models")
             ds = load_dataset(cfg.dataset, root / "cache")
             decided = decide_now(cfg, ds, root, settings.results_busy_wait_s)
-            f = forecast(cfg, ds, root / "cache", decided, root)
+            # a screened sweep: its pool is cut as the sweep cuts it (BM25 and static models only), and priced
+            pool = screen_pool(cfg, ds, ScreenEncoder.standalone(settings)) if screens(cfg, decided.todo) else None
+            f = forecast(cfg, ds, root / "cache", decided, root, pool)
         except RagbenchError as e:
             fail(e)
         if json_out:

@@ -84,6 +84,13 @@ class StageClock:
         self._lock = threading.Lock()
         self.refused = 0
 
+    def keep(self, configs: list[RunConfig]) -> None:
+        """Only ``configs`` are left to run (the screen took the others out): the ETA forgets the rest's work."""
+        pairs = {(c.chunker.label, c.embedder.label) for c in configs if c.embedder is not None}
+        with self._lock:
+            self.pending = {p: chars for p, chars in self.pending.items() if p in pairs}
+            self.configs_left = len(configs)
+
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
@@ -176,13 +183,14 @@ class StageClock:
         self.rates = replace(self.rates, seconds_per_config=mean, seconds_per_query=0.0)
 
 
-def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None,
-               started: float | None = None) -> tuple[StageClock, list[RunConfig]]:
+def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: float | None = None,
+               pool=None) -> tuple[StageClock, list[RunConfig]]:
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
     against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, and the configs
     to run: in the order :func:`budget_order` gives when there is a budget, else in config order. Without a budget
     a model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
-    sweep has measured it)."""
+    sweep has measured it). ``pool``: a screened sweep's (:func:`~ragbench.sweep.screen.screen_pool_of`), priced
+    in the table."""
     from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of
 
     budget_s = parse_duration(cfg.budget) if budget_s is None and cfg.budget else budget_s
@@ -191,7 +199,8 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None,
         return StageClock(budget_s, WorkCounts(), Rates(), labels, started), []
     try:
         # calibrating costs a model load and a sample: only a budget needs it before the first embedding
-        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=budget_s is not None)
+        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=budget_s is not None,
+                                     pool=pool)
         rates = rates_of(cals)
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
                  len(plan.reused), len(plan.done), "\n".join(plan_lines(Forecast(counts, estimate(counts, rates),

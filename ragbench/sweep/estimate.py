@@ -5,6 +5,8 @@ Pure arithmetic, no file, model or store: :func:`estimate` turns a :class:`WorkC
 :class:`Estimate` (one :class:`StageCost` row per stage and its total). The conventions:
 
 - loading: ``load_seconds[model]`` once per model with new texts;
+- screening (``search: {strategy: screen}``): each pair's new texts of the pooled sub-corpus, priced as encoding;
+  the pair's full embedding then counts only the texts the screen left new;
 - encoding: ``seconds = seconds_per_char[model] x chars``, where ``chars`` sums each new text's characters capped at
   the model's window (``window_tokens x CHARS_PER_TOKEN``: a transformer reads no further), so one calibration
   serves any chunker;
@@ -73,7 +75,9 @@ class WorkCounts:
     """Everything a sweep will compute after its caches: per stage, the counts :func:`estimate` prices.
     ``run``/``reuse``/``skip``: configs evaluated now, copied from an earlier sweep, already done in this one;
     ``rerank_pairs``: query x candidate pairs the rerankers of the configs run will score; ``llm_calls``: answers and
-    query rewrites; ``dims``: vector dimension per model; ``model_bytes``: weight bytes per model."""
+    query rewrites; ``dims``: vector dimension per model; ``model_bytes``: weight bytes per model. A screened sweep
+    (``search: {strategy: screen}``): ``screen``, each pair's texts of the pooled sub-corpus (``pool_documents``
+    documents), and ``embeds`` then counts only what the screen leaves new."""
 
     chunks: tuple[ChunkWork, ...] = ()
     embeds: tuple[EmbedWork, ...] = ()
@@ -86,6 +90,8 @@ class WorkCounts:
     llm_calls: int = 0
     dims: Mapping[str, int] = field(default_factory=dict)
     model_bytes: Mapping[str, int] = field(default_factory=dict)
+    screen: tuple[EmbedWork, ...] = ()
+    pool_documents: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,15 +123,28 @@ class StageCost:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The priced plan: its rows, ``total_seconds`` (their sum), ``disk_bytes`` and ``peak_memory_bytes``."""
+    """The priced plan: its rows, ``total_seconds`` (their sum), ``disk_bytes`` and ``peak_memory_bytes``.
+    ``pair_seconds``: on a screened sweep, each chunker x model pair's full embedding and collections (what the
+    screen saves when it screens the pair out); ``unpriced``: models with new texts and no calibration (their
+    encoding is priced 0 until the sweep measures it)."""
 
     rows: tuple[StageCost, ...]
     disk_bytes: int
     peak_memory_bytes: int
+    pair_seconds: Mapping[str, float] = field(default_factory=dict)
+    unpriced: tuple[str, ...] = ()
 
     @property
     def total_seconds(self) -> float:
+        """Every row: on a screened sweep, as if the screen kept every pair."""
         return sum(r.seconds for r in self.rows)
+
+    @property
+    def floor_seconds(self) -> float:
+        """A screened sweep's total if the screen keeps only its cheapest pair (``total_seconds`` otherwise)."""
+        if not self.pair_seconds:
+            return self.total_seconds
+        return self.total_seconds - sum(self.pair_seconds.values()) + min(self.pair_seconds.values())
 
     def seconds_of(self, stage: str) -> float:
         return sum(r.seconds for r in self.rows if r.stage == stage)
@@ -140,24 +159,36 @@ def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
     """Price ``counts`` with ``rates`` (the conventions are in the module docstring)."""
     rows = [StageCost("chunk", c.chunker, 0 if c.cached else c.documents, c.documents if c.cached else 0,
                       0.0 if c.cached else rates.seconds_per_doc_cut * c.documents) for c in counts.chunks]
-    loads = dict.fromkeys(e.model for e in counts.embeds if e.new)  # a model with new texts is loaded once
+    # a model with new texts is loaded once
+    loads = dict.fromkeys(e.model for e in counts.screen + counts.embeds if e.new)
     rows += [StageCost("load", m, 1, 0, rates.load_seconds.get(m, 0.0)) for m in loads]
-    rows += [StageCost("embed", f"{e.chunker or 'queries'} x {e.model}", e.new, e.cached,
-                       encode_seconds(e.model, e.new_chars, rates)) for e in counts.embeds]
+    rows += [StageCost(stage, f"{e.chunker or 'queries'} x {e.model}", e.new, e.cached,
+                       encode_seconds(e.model, e.new_chars, rates))
+             for stage, work in (("screen", counts.screen), ("embed", counts.embeds)) for e in work]
     rows += [StageCost("index", f"{i.chunker} x {i.model}" + (" + BM25" if i.hybrid else ""), i.vectors, 0,
                        rates.seconds_per_vector_indexed * i.vectors) for i in counts.indexes]
+    pairs: dict[str, float] = {}
+    if counts.screen:
+        for e in counts.embeds:
+            if e.chunker is not None:
+                key = f"{e.chunker} x {e.model}"
+                pairs[key] = pairs.get(key, 0.0) + encode_seconds(e.model, e.new_chars, rates)
+        for i in counts.indexes:
+            key = f"{i.chunker} x {i.model}"
+            pairs[key] = pairs.get(key, 0.0) + rates.seconds_per_vector_indexed * i.vectors
     rows.append(StageCost("evaluate", "configs", counts.run, counts.reuse + counts.skip,
                           counts.run * (rates.seconds_per_config + rates.seconds_per_query * counts.queries)
                           + rates.seconds_per_rerank_pair * counts.rerank_pairs))
     if counts.llm_calls:
         rows.append(StageCost("llm", "calls", counts.llm_calls, 0, rates.seconds_per_llm_call * counts.llm_calls))
     new_vectors: dict[str, int] = {}
-    for e in counts.embeds:
+    for e in counts.screen + counts.embeds:
         new_vectors[e.model] = new_vectors.get(e.model, 0) + e.new
     disk = sum(2 * 4 * counts.dims.get(m, 384) * n for m, n in new_vectors.items())
     largest = max((4 * counts.dims.get(i.model, 384) * i.vectors for i in counts.indexes), default=0)
     memory = max(counts.model_bytes.values(), default=0) + largest
-    return Estimate(tuple(rows), disk, memory)
+    unpriced = tuple(m for m in loads if m not in rates.seconds_per_char)
+    return Estimate(tuple(rows), disk, memory, pairs, unpriced)
 
 
 def stage_seconds(stage: str, units: float, chars: int, model: str | None, rates: Rates) -> float:

@@ -51,20 +51,29 @@ def _new_texts(texts, prompt: str, known: set[str]) -> tuple[int, list[str]]:
     return len(seen), new
 
 
+def _text_work(what: str | None, emb, texts, prompt: str, known: set[str], cap: int | None,
+               embedded_before: set[str] = frozenset()) -> tuple[EmbedWork, list[str]]:
+    """The :class:`EmbedWork` of ``texts`` as ``emb`` sees them (``what``: the chunker, None for queries) and its new
+    texts; those in ``embedded_before`` (an earlier stage of the sweep embeds them) count as cached."""
+    unique, new = _new_texts(texts, prompt, known)
+    new = [t for t in new if t not in embedded_before] if embedded_before else new
+    return EmbedWork(what, emb.label, unique, unique - len(new), len(new), capped_chars(new, cap)), new
+
+
 def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path,
-               calibrate_models: bool = True) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
+               calibrate_models: bool = True,
+               pool=None) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
     """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
     new texts (the stored one; measured now when none is stored and ``calibrate_models``, else left out) and per
-    model its new document texts."""
+    model its new document texts. ``pool`` (a :class:`~ragbench.sweep.screen.Pool`, on a screened sweep): each
+    pair's pooled texts are counted as the screen's, and its full embedding as the texts the screen leaves new."""
     from ragbench.embedding.embed import model_key
     from ragbench.sweep.stages import chunk_stage
 
     todo: list[RunConfig] = plan.todo
     chunk_cache, vectors = ChunkCache(cache_root), VectorCache(cache_root)
     chunkers = [i for i, ch in enumerate(cfg.chunkers) if any(c.chunker == ch for c in todo)]
-    chunk_rows, embeds, indexes, new_by_model = [], [], [], {}
-    known: dict[tuple[str, str], set[str]] = {}
-    caps: dict[str, int | None] = {}
+    chunk_rows, embeds, screen, indexes, new_by_model, known, caps = [], [], [], [], {}, {}, {}
 
     def known_of(emb, role):
         key = (model_key(emb), role)
@@ -83,28 +92,31 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                 pairs.setdefault(c.embedder.spec_id, []).append(c)
         for group in pairs.values():
             emb = group[0].embedder
-            cap = caps.setdefault(emb.spec_id, window_chars(emb))
-            unique, new = _new_texts(index_texts(chunks), emb.document_prompt, known_of(emb, "document"))
-            embeds.append(EmbedWork(ch.label, emb.label, unique, unique - len(new), len(new), capped_chars(new, cap)))
-            new_by_model.setdefault(emb.label, []).extend(new)
+            cap, known_docs, pooled = caps.setdefault(emb.spec_id, window_chars(emb)), known_of(emb, "document"), []
+            if pool is not None:  # the screen embeds the pool first: the full embed finds those texts cached
+                row, pooled = _text_work(ch.label, emb, index_texts(pool.chunks[i]), emb.document_prompt, known_docs,
+                                         cap)
+                screen.append(row)
+            row, new = _text_work(ch.label, emb, index_texts(chunks), emb.document_prompt, known_docs, cap,
+                                  set(pooled))
+            embeds.append(row)
+            new_by_model.setdefault(emb.label, []).extend(pooled + new)
             indexes.append(IndexWork(ch.label, emb.label, chunks.height))
             if any(c.retriever.uses_sparse_collection for c in group):
                 indexes.append(IndexWork(ch.label, emb.label, chunks.height, hybrid=True))
     models = {c.embedder.spec_id: c.embedder for c in todo if c.embedder is not None}
-    for emb in models.values():
-        unique, new = _new_texts(ds.queries["text"].to_list(), emb.query_prompt, known_of(emb, "query"))
-        embeds.append(EmbedWork(None, emb.label, unique, unique - len(new), len(new),
-                                capped_chars(new, caps.get(emb.spec_id))))
-    calibrations = _calibrations([m for m in models.values() if any(e.new for e in embeds if e.model == m.label)],
+    embeds += [_text_work(None, emb, ds.queries["text"].to_list(), emb.query_prompt, known_of(emb, "query"),
+                          caps.get(emb.spec_id))[0] for emb in models.values()]
+    calibrations = _calibrations([m for m in models.values()
+                                  if any(e.new for e in embeds + screen if e.model == m.label)],
                                  home, new_by_model, ds, calibrate_models)
-    n_q = ds.queries.height
-    gen = cfg.generation
-    llm = sum(n_q for c in todo if c.retriever.rewrite is not None)
-    llm += n_q * len(todo) if gen is not None and gen.enabled else 0
+    n_q, gen = ds.queries.height, cfg.generation
+    llm = sum(n_q for c in todo if c.retriever.rewrite is not None) + (n_q * len(todo) if gen and gen.enabled else 0)
     rerank = sum(n_q * c.retriever.rerank.top_n for c in todo if c.retriever.rerank is not None)
     counts = WorkCounts(tuple(chunk_rows), tuple(embeds), tuple(indexes), len(todo), len(plan.reused),
                         len(plan.done), n_q, rerank, llm, {m: k.dim for m, k in calibrations.items()},
-                        {m: k.weight_bytes for m, k in calibrations.items()})
+                        {m: k.weight_bytes for m, k in calibrations.items()}, tuple(screen),
+                        len(pool.doc_ids) if pool is not None else 0)
     return counts, calibrations, new_by_model
 
 
@@ -126,9 +138,10 @@ def rates_of(calibrations: dict[str, Calibration]) -> Rates:
                  load_seconds={m: c.load_seconds for m, c in calibrations.items()})
 
 
-def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path) -> Forecast:
-    """Count the work of ``plan`` and price it (:func:`~ragbench.sweep.estimate.estimate`)."""
-    counts, cals, _ = count_work(cfg, ds, cache_root, plan, home)
+def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path, pool=None) -> Forecast:
+    """Count the work of ``plan`` (``pool``: a screened sweep's, see :func:`count_work`) and price it
+    (:func:`~ragbench.sweep.estimate.estimate`)."""
+    counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool)
     return Forecast(counts, estimate(counts, rates_of(cals)), cals)
 
 
@@ -140,31 +153,51 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+_UNITS = {"load": "model to load", "chunk": "documents to cut", "screen": "pooled texts to embed",
+          "embed": "texts to embed", "index": "vectors to index", "evaluate": "configs to evaluate", "llm": "LLM calls"}
+_KEPT = {"chunk": "cached", "screen": "cached", "embed": "cached", "evaluate": "reused or done"}
+
+
 def plan_lines(f: Forecast) -> list[str]:
-    """The plan as lines: one per stage row (``stage  what  to compute / cached  ~seconds``), then the total,
-    disk and peak memory."""
-    lines = []
-    for r in f.estimate.rows:
-        unit = {"load": "model to load", "chunk": "documents to cut", "embed": "texts to embed", "index": "vectors to index",
-                "evaluate": "configs to evaluate", "llm": "LLM calls"}[r.stage]
-        kept = {"load": "", "chunk": "cached", "embed": "cached", "index": "", "evaluate": "reused or done", "llm": ""}[r.stage]
-        lines.append(f"  {r.stage:<8} {r.what:<44} {r.count:>8} {unit}" + (f", {r.cached} {kept}" if kept else "")
-                     + f"  ~{_duration(r.seconds)}")
-    e = f.estimate
-    lines.append(f"  total ~{_duration(e.total_seconds)}; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory "
-                 f"~{e.peak_memory_bytes / 2**20:.0f} MiB (models and the largest collection)")
+    """The plan as lines: one per stage row (``stage  what  to compute / cached  ~seconds``; an encoding of a model
+    not yet calibrated on this machine reads ``~? (not calibrated)``), then the total, disk and peak memory, and
+    on a screened sweep the total if the screen keeps only one pair."""
+    lines, e = [], f.estimate
+    for r in e.rows:
+        kept = _KEPT.get(r.stage, "")
+        model = r.what.rsplit(" x ", 1)[-1]
+        unpriced = (r.stage in ("load", "screen", "embed") and r.count and
+                    (r.what if r.stage == "load" else model) in e.unpriced)
+        lines.append(f"  {r.stage:<8} {r.what:<44} {r.count:>8} {_UNITS[r.stage]}"
+                     + (f", {r.cached} {kept}" if kept else "")
+                     + ("  ~? (not calibrated)" if unpriced else f"  ~{_duration(r.seconds)}"))
+    lines.append(f"  total ~{_duration(e.total_seconds)}"
+                 + (" if the screen keeps every pair" if e.pair_seconds else "")
+                 + (f", not counting the encoding of {', '.join(e.unpriced)} (`ragbench plan` calibrates)"
+                    if e.unpriced else "")
+                 + f"; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory ~{e.peak_memory_bytes / 2**20:.0f} MiB "
+                   f"(models and the largest collection)")
+    if e.pair_seconds:
+        lines.append(f"  screen: {len(e.pair_seconds)} chunker x model pairs first embedded on a pool of "
+                     f"{f.counts.pool_documents} documents; ~{_duration(e.floor_seconds)} if it keeps only the "
+                     f"cheapest pair")
     return lines
 
 
 def plan_json(f: Forecast) -> dict:
-    """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds``,
-    ``disk_bytes``, ``peak_memory_bytes``, ``configs`` (run, reuse, skip), ``texts_to_embed`` and the calibrations."""
+    """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds`` (a screened
+    sweep's if the screen keeps every pair), ``disk_bytes``, ``peak_memory_bytes``, ``configs`` (run, reuse, skip),
+    ``texts_to_embed`` (the screen's included), the calibrations, ``uncalibrated`` (models whose encoding is not
+    priced), and on a screened sweep ``screen`` (``pool_documents``, ``pairs``, ``floor_seconds``: the total if the
+    screen keeps only the cheapest pair)."""
     e, c = f.estimate, f.counts
     return {"rows": [asdict(r) for r in e.rows], "total_seconds": e.total_seconds, "disk_bytes": e.disk_bytes,
             "peak_memory_bytes": e.peak_memory_bytes,
             "configs": {"run": c.run, "reuse": c.reuse, "skip": c.skip},
-            "texts_to_embed": sum(x.new for x in c.embeds),
-            "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}}
+            "texts_to_embed": sum(x.new for x in c.screen + c.embeds),
+            "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}, "uncalibrated": list(e.unpriced),
+            **({"screen": {"pool_documents": c.pool_documents, "pairs": dict(e.pair_seconds),
+                           "floor_seconds": e.floor_seconds}} if e.pair_seconds else {})}
 
 
 def decide_now(cfg: SweepConfig, ds: Dataset, home: Path, busy_wait_s: float = 5.0) -> SweepPlan:

@@ -32,7 +32,7 @@ from ragbench.evaluation.query_classes import assign_classes
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
-from ragbench.sweep.budget import OverBudget, plan_clock
+from ragbench.sweep.budget import OverBudget
 from ragbench.sweep.decide import COPY_FAILED, SPOOLED, StoreHolds, SweepPlan, decide
 from ragbench.judgments.rescore import rejudge, rejudge_sources, tuning_unlabelled
 from ragbench.sweep.evaluate import (EVALUATION_VERSION, MeasureRefresh, evaluation_key, plan_measure_refresh,
@@ -41,7 +41,7 @@ from ragbench.sweep.graph import DATASET, StageFns, execute, outcome, sweep_grap
 from ragbench.sweep.ksweep import KSweep
 from ragbench.sweep.recording import Recorder, warn
 from ragbench.sweep.runner import Finished, LocalRunner, StageFuture, StageRunner, submit
-from ragbench.sweep.screen import screen_configs
+from ragbench.sweep.screen import plan_and_screen
 from ragbench.sweep.stages import preflight
 from ragbench.sweep.tracking import open_sweep_tracking
 from ragbench.sweep.work import MODEL_SLOTS, StageWork
@@ -170,8 +170,8 @@ class _Sweep:
         tracking = open_sweep_tracking(self.settings, cfg, experiment_name(cfg), sweep_id, ds.fingerprint, writer,
                                        len(plan.reused))
         recorder = Recorder(writer, cfg.metrics, ds.fingerprint)
-        self.clock, todo = plan_clock(cfg, ds, self.home, plan, self.options.budget, getattr(self, "started", None))
-        todo, outcomes = screen_configs(cfg, ds, work, todo, recorder)  # search: {strategy: screen}
+        self.clock, todo, outcomes = plan_and_screen(cfg, ds, self.home, plan, work, recorder, self.options.budget,
+                                                     getattr(self, "started", None))
         outcomes += [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=plan.reused.get(c.config_id))
                      for c in configs if c.config_id in plan.stored]
         with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:

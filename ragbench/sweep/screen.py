@@ -15,14 +15,16 @@ screen cannot be computed (e.g. a primary measure the screen cannot measure) it 
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from ragbench.config import RunConfig
 from ragbench.config.labels import LABEL_SEPARATOR, pair_label
-from ragbench.core.cache import EmbedStats
+from ragbench.core.cache import ChunkCache, EmbedStats, VectorCache
 from ragbench.core.measure_keys import measure_key, measure_key_expr
 from ragbench.core.models import resolve_model
 from ragbench.core.progress import log
@@ -37,7 +39,8 @@ from ragbench.retrieval.base import run_from_hits
 from ragbench.retrieval.bm25 import BM25Index, BM25Retriever
 from ragbench.retrieval.rerank.base import unit_rows
 from ragbench.sweep.evaluate import tuning_part
-from ragbench.sweep.stages import evaluate_stage
+from ragbench.sweep.plan import EvaluationSpec
+from ragbench.sweep.stages import chunk_stage, evaluate_stage
 
 Pair = tuple[int, str]  # (chunker index, embedder spec id)
 
@@ -133,15 +136,15 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     return out, leader
 
 
-def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder) -> tuple[list[RunConfig], list]:
+def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool | None) -> tuple[list[RunConfig], list]:
     """The screened sweep's first step: the configs of ``todo`` still to run and the outcomes of those screened
-    out (recorded by ``recorder`` as ``screened_out``). Without ``search: {strategy: screen}``, or with fewer
-    than two pairs, ``todo`` unchanged. The screen's encodings join ``work.embed_stats``."""
-    pairs = _pairs(cfg)
-    if cfg.search.strategy != "screen" or len(pairs) < 2 or not any(c.embedder is not None for c in todo):
+    out (recorded by ``recorder`` as ``screened_out``), the pairs screened on ``pool`` (:func:`screen_pool_of`).
+    Without a pool (no ``search: {strategy: screen}``, fewer than two pairs), ``todo`` unchanged. The screen's
+    encodings join ``work.embed_stats``."""
+    if pool is None or not screens(cfg, todo):
         return todo, []
     try:
-        screen = run_screen(cfg, ds, work, pairs)
+        screen = run_screen(cfg, work, _pairs(cfg), pool)
     except Exception as e:  # the screen saves work; it never stops a sweep
         log.warning("screen: could not be computed (%s): every pair runs in full", e)
         return todo, []
@@ -157,6 +160,39 @@ def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder) -> tuple[list
     return kept, outcomes
 
 
+def plan_and_screen(cfg, ds, home, plan, work, recorder, budget_s: float | None,
+                    started: float | None) -> tuple[object, list[RunConfig], list]:
+    """A sweep's start: the plan's table and clock (:func:`~ragbench.sweep.budget.plan_clock`, the screen's pool
+    priced in it), then the screen: ``(clock, the configs to run in order, the screened-out outcomes)``; the clock
+    then counts only the configs kept."""
+    from ragbench.sweep.budget import plan_clock
+
+    pool = screen_pool_of(cfg, ds, work, plan.todo)  # None without a screen
+    clock, todo = plan_clock(cfg, ds, home, plan, budget_s, started, pool)
+    todo, outcomes = screen_configs(cfg, ds, work, todo, recorder, pool)
+    clock.keep(todo)
+    return clock, todo, outcomes
+
+
+def screen_pool_of(cfg, ds, work, todo: list[RunConfig]) -> Pool | None:
+    """The sweep's screen pool (:func:`screen_pool`, through the sweep's own cache) when it screens
+    (:func:`screens`), else None; None too (logged: every pair then runs) when the pool cannot be cut."""
+    if not screens(cfg, todo):
+        return None
+    try:
+        return screen_pool(cfg, ds, ScreenEncoder.of(work))
+    except Exception as e:  # the screen saves work; it never stops a sweep
+        log.warning("screen: the pool could not be cut (%s): every pair runs in full", e)
+        return None
+
+
+def screens(cfg, todo: list[RunConfig]) -> bool:
+    """Whether a sweep of ``cfg`` running ``todo`` screens: ``search: {strategy: screen}``, at least two chunker x
+    model pairs, and a config to run that embeds."""
+    return (cfg.search.strategy == "screen" and len(_pairs(cfg)) >= 2
+            and any(c.embedder is not None for c in todo))
+
+
 def _pairs(cfg) -> dict[Pair, tuple[str, str]]:
     dense = any(r.uses_embedder for r in cfg.retrievers)
     # in words, as each config's label spells its chunker and model
@@ -170,14 +206,46 @@ def _pair_of(cfg, c: RunConfig) -> Pair | None:
     return next(i for i, ch in enumerate(cfg.chunkers) if ch == c.chunker), c.embedder.spec_id
 
 
-def pooled_sub_corpus(cfg, ds, work) -> tuple[object, set[str], list[pl.DataFrame]]:
+@dataclass(frozen=True)
+class ScreenEncoder:
+    """What the screen embeds through: a vector cache, the sweep's settings (segment rows, free-disk floor), the
+    slot that bounds models in memory, and the list its :class:`EmbedStats` join."""
+
+    vector_cache: VectorCache
+    settings: object
+    model_slot: AbstractContextManager
+    stats: list
+
+    @classmethod
+    def of(cls, work) -> ScreenEncoder:
+        """The sweep's own (its ``StageWork``): encodings land in its cache and its ``embed_stats``."""
+        return cls(work.vector_cache, work.settings, work.model_slot, work.embed_stats)
+
+    @classmethod
+    def standalone(cls, settings) -> ScreenEncoder:
+        """Outside a sweep (``ragbench plan``): the home's vector cache, no other model to share memory with."""
+        return cls(VectorCache(Path(settings.home) / "cache"), settings, nullcontext(), [])
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The screen's pooled sub-corpus: the tuning part of the dataset, the pooled document ids, and each chunker's
+    chunks of those documents (in the sweep's chunker order)."""
+
+    tuning: object
+    doc_ids: frozenset[str]
+    chunks: tuple[pl.DataFrame, ...]
+
+
+def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
     """The screen's pool (:func:`pool_documents` of the tuning queries' judged documents and each cheap
-    retriever's top ``search.depth`` documents): ``(the tuning dataset, the pooled document ids, each chunker's
-    chunks of those documents)``. Cheap = no transformer: BM25 over each chunker's chunks, and every static
-    Model2Vec embedder of the sweep (exact search over all of that chunker's chunks)."""
-    tuning = tuning_part(ds, work.evaluation)
+    retriever's top ``search.depth`` documents). Cheap = no transformer: BM25 over each chunker's chunks, and every
+    static Model2Vec embedder of the sweep (exact search over all of that chunker's chunks, through ``encoder``).
+    Each chunker's chunks come from the chunk cache (cut now when they are not there)."""
+    tuning = tuning_part(ds, EvaluationSpec.of(cfg))
     qids = tuning.queries["query_id"].to_list()
-    chunks = [work.chunk(ch) for ch in cfg.chunkers]
+    chunk_cache = ChunkCache(Path(encoder.settings.home) / "cache")
+    chunks = [chunk_stage(ds, ch, chunk_cache) for ch in cfg.chunkers]
     static = [e for e in cfg.embedders if resolve_model(e.model).kind == "model2vec"]
     depth = cfg.search.depth
     runs = []
@@ -185,15 +253,15 @@ def pooled_sub_corpus(cfg, ds, work) -> tuple[object, set[str], list[pl.DataFram
         hits = BM25Index(BM25Retriever(), index_texts(ch_chunks)).search(tuning.queries["text"].to_list(), 2 * depth)
         runs.append(document_run(run_from_hits(qids, ch_chunks, hits.ids, hits.scores)))
         for emb in static:
-            runs.append(document_run(_dense_run(work, tuning, ch_chunks, emb, 2 * depth)))
+            runs.append(document_run(_dense_run(encoder, tuning, ch_chunks, emb, 2 * depth)))
     pool = pool_documents(tuning.qrels["doc_id"].to_list(), runs, depth)
     keep = pl.col("doc_id").is_in(pl.Series(sorted(pool), dtype=pl.String).implode())
-    return tuning, pool, [c.filter(keep) for c in chunks]
+    return Pool(tuning, frozenset(pool), tuple(c.filter(keep) for c in chunks))
 
 
-def run_screen(cfg, ds, work, pairs: dict[Pair, tuple[str, str]]) -> Screen:
-    """Pool the sub-corpus (:func:`pooled_sub_corpus`), evaluate every pair on it, decide (:func:`screen_pairs`)."""
-    tuning, pool, sub = pooled_sub_corpus(cfg, ds, work)
+def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Screen:
+    """Evaluate every pair on the ``pool`` (:func:`screen_pool`) and decide (:func:`screen_pairs`)."""
+    tuning, sub = pool.tuning, pool.chunks
     qids = tuning.queries["query_id"].to_list()
     primary = measure_key(cfg.metrics.primary)
     by_spec = {e.spec_id: e for e in cfg.embedders}
@@ -201,8 +269,9 @@ def run_screen(cfg, ds, work, pairs: dict[Pair, tuple[str, str]]) -> Screen:
     search_depth = max([d.depth for r in cfg.retrievers if (d := r.dense_search()) is not None]
                        or [max(cfg.metrics.cutoffs)])
     values, shallow, cutoff = {}, set(), document_cutoff(primary)
+    encoder = ScreenEncoder.of(work)
     for (i, spec_id) in pairs:
-        run = _dense_run(work, tuning, sub[i], by_spec[spec_id], search_depth)
+        run = _dense_run(encoder, tuning, sub[i], by_spec[spec_id], search_depth)
         per_query = evaluate_stage(tuning, run, work.measures, chunks=sub[i], metrics_spec=cfg.metrics)
         per_query = per_query.with_columns(measure_key_expr(pl.col("measure"))).filter(pl.col("measure") == primary)
         if per_query.is_empty():
@@ -212,7 +281,7 @@ def run_screen(cfg, ds, work, pairs: dict[Pair, tuple[str, str]]) -> Screen:
         if cutoff is not None and _fewest_documents(run, qids) < cutoff:
             shallow.add((i, spec_id))
     decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow))
-    return Screen(decided, leader, len(pool), sum(s.height for s in sub))
+    return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub))
 
 
 def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:
@@ -221,16 +290,16 @@ def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:
     return min((per.get(q, 0) for q in qids), default=0)
 
 
-def _dense_run(work, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
-    """Exact cosine search of ``ds``'s queries over ``chunks`` with ``emb``, both embedded through the cache
-    (their stats join ``work.embed_stats``)."""
-    s = work.settings
-    with work.model_slot:
-        docs, dstats = embed_texts(index_texts(chunks), emb, "document", work.vector_cache, s.embed_segment_rows, True,
+def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
+    """Exact cosine search of ``ds``'s queries over ``chunks`` with ``emb``, both embedded through ``encoder``'s
+    cache (their stats join ``encoder.stats``)."""
+    s, cache = encoder.settings, encoder.vector_cache
+    with encoder.model_slot:
+        docs, dstats = embed_texts(index_texts(chunks), emb, "document", cache, s.embed_segment_rows, True,
                                    s.min_free_bytes)
-        queries, qstats = embed_texts(ds.queries["text"].to_list(), emb, "query", work.vector_cache,
-                                      s.embed_segment_rows, True, s.min_free_bytes)
-    work.embed_stats.extend(st for st in (dstats, qstats) if isinstance(st, EmbedStats))
+        queries, qstats = embed_texts(ds.queries["text"].to_list(), emb, "query", cache, s.embed_segment_rows, True,
+                                      s.min_free_bytes)
+    encoder.stats.extend(st for st in (dstats, qstats) if isinstance(st, EmbedStats))
     docs, queries = unit_rows(np.asarray(docs, dtype=np.float32)), unit_rows(np.asarray(queries, dtype=np.float32))
     k = min(depth, docs.shape[0])
     if k == 0:

@@ -68,12 +68,28 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
     assert report.exit_code == 0, report.output
     assert "NOT RUN: screened out (Δ -" in report.output and "not run: screened out" not in report.output
     assert "Screening" in report.output
+    # the plan of the screened sweep on a cold home: the pool per pair, priced, then the rest of each pair
+    again = tmp_path / "screened-again"
+    planned = CliRunner().invoke(app, ["plan", str(path), "--json", "--home", str(again)])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(next(line for line in planned.stdout.splitlines() if line.startswith("{")))
     # the same sweep in full, in its own home: more passages encoded, the same values for every config kept
-    screened = run_sweep(cfg, settings.with_home(tmp_path / "screened-again"))
+    screened = run_sweep(cfg, settings.with_home(again))
     full = run_sweep(plain, settings.with_home(plain_home))
     assert screened.n_failed == 0 and {o.status for o in full.outcomes} == {"finished"}
     assert [o.status for o in screened.outcomes if o.config_id == bad.config_id] == ["screened_out"]
     assert 0 < screened.vectors_computed < full.vectors_computed
+    # what the plan said: every pair's pooled texts, then the kept pair's remaining texts, then the queries
+    rows = plan["rows"]
+    assert {r["what"].rsplit(" x ", 1)[1] for r in rows if r["stage"] == "screen"} == {"all-MiniLM-L6-v2",
+                                                                                        "minilm-first-4-tokens"}
+    kept_texts = sum(r["count"] for r in rows if r["stage"] == "screen" or r["stage"] == "embed"
+                     and (r["what"].endswith(" x all-MiniLM-L6-v2") or r["what"].startswith("queries x ")))
+    assert screened.vectors_computed == kept_texts
+    assert plan["texts_to_embed"] == full.vectors_computed  # the screen moves texts between rows, adds none
+    screen_row = ResultStore(again / "results.duckdb").query("SELECT DISTINCT n_docs FROM screening").rows()
+    assert screen_row == [(plan["screen"]["pool_documents"],)]
+    assert plan["screen"]["floor_seconds"] < plan["total_seconds"]
     ref = ResultStore(plain_home / "results.duckdb")
     for c in cfg.expand():
         if c.config_id != bad.config_id:

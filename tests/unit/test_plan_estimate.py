@@ -43,6 +43,54 @@ def test_a_model_without_new_texts_costs_nothing_and_no_llm_row_without_calls():
     assert [r.stage for r in e.rows] == ["embed", "evaluate"] and e.total_seconds == 0
 
 
+def test_a_screened_plan_prices_the_pool_and_says_what_one_kept_pair_would_cost():
+    from ragbench.sweep.forecast import Forecast, plan_json, plan_lines
+
+    # two chunkers x model m (calibrated) and one chunker x model u (not calibrated)
+    counts = WorkCounts(
+        embeds=(EmbedWork("a", "m", 100, 0, 80, 8_000), EmbedWork("b", "m", 50, 0, 40, 2_000),
+                EmbedWork("a", "u", 100, 0, 80, 8_000), EmbedWork(None, "m", 5, 0, 5, 100)),
+        screen=(EmbedWork("a", "m", 20, 0, 20, 2_000), EmbedWork("b", "m", 10, 0, 10, 500),
+                EmbedWork("a", "u", 20, 0, 20, 2_000)),
+        indexes=(IndexWork("a", "m", 100), IndexWork("b", "m", 50), IndexWork("a", "u", 100)), pool_documents=7)
+    rates = Rates(seconds_per_char={"m": 0.001}, seconds_per_vector_indexed=0.01, seconds_per_config=0.0)
+    e = estimate(counts, rates)
+    by = {(r.stage, r.what): r for r in e.rows}
+    assert by[("screen", "a x m")].seconds == pytest.approx(2.0) and by[("screen", "b x m")].count == 10
+    # a pair saved = its full embedding and its collection; u is not priced (no calibration) but still a pair
+    assert dict(e.pair_seconds) == pytest.approx({"a x m": 8.0 + 1.0, "b x m": 2.0 + 0.5, "a x u": 0.0 + 1.0})
+    assert e.unpriced == ("u",)
+    assert e.total_seconds == pytest.approx(2.0 + 0.5 + 8.0 + 2.0 + 0.1 + 2.5)
+    assert e.floor_seconds == pytest.approx(e.total_seconds - (9.0 + 2.5 + 1.0) + 1.0)
+    assert e.disk_bytes == 2 * 4 * 384 * (20 + 10 + 20 + 80 + 40 + 80 + 5)  # the screen's vectors are cached too
+    f = Forecast(counts, e, {})
+    lines = plan_lines(f)
+    assert any(line.split()[:2] == ["screen", "a"] and line.endswith("~? (not calibrated)") and "x u" in line
+               for line in lines)
+    assert any(line.split()[:2] == ["embed", "b"] and line.endswith("~2 s") for line in lines)
+    assert "if the screen keeps every pair, not counting the encoding of u" in lines[-2]
+    assert lines[-1].startswith("  screen: 3 chunker x model pairs first embedded on a pool of 7 documents; ~")
+    js = plan_json(f)
+    assert js["screen"]["floor_seconds"] == pytest.approx(e.floor_seconds) and js["uncalibrated"] == ["u"]
+    assert js["texts_to_embed"] == 20 + 10 + 20 + 80 + 40 + 80 + 5
+
+
+def test_the_clock_forgets_the_work_of_the_pairs_the_screen_took_out():
+    from ragbench.sweep.budget import StageClock
+
+    cfg = load_config(ROOT / "configs" / "demo.yaml")
+    configs = [c for c in cfg.expand() if c.embedder is not None]
+    pairs = sorted({(c.chunker.label, c.embedder.label) for c in configs})
+    assert len(pairs) >= 2
+    counts = WorkCounts(embeds=tuple(EmbedWork(ch, m, 10, 0, 10, 1_000) for ch, m in pairs), run=len(configs))
+    clock = StageClock(None, counts, Rates(seconds_per_char={m: 0.01 for _, m in pairs}, seconds_per_config=1.0,
+                                           seconds_per_query=0.0), [])
+    assert clock.left_seconds() == pytest.approx(10.0 * len(pairs) + len(configs))
+    kept = [c for c in configs if (c.chunker.label, c.embedder.label) == pairs[0]]
+    clock.keep(kept)
+    assert clock.left_seconds() == pytest.approx(10.0 + len(kept))
+
+
 @pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("120s", 120), ("1h30m", 5400),
                                           ("2.5m", 150), (45, 45.0)])
 def test_durations(text, seconds):
