@@ -45,8 +45,9 @@ class SearchSpec(Spec):
         "grid", description="grid: evaluate every config; screen: first evaluate each chunker x model pair on a "
                             "pooled sub-corpus (the judged documents plus the cheap retrievers' top documents) and "
                             "do not embed in full a pair significantly worse than the screen's leader")
-    depth: int = Field(100, ge=1, description="documents each cheap retriever (BM25 per chunker, a static model) "
-                                             "adds to the screen's pool per query")
+    depth: int = Field(10, ge=1, description="documents each cheap retriever (BM25 per chunker, a static model) "
+                                            "adds to the screen's pool per query (the pool, and so the screen's "
+                                            "encoding, grows with queries x depth)")
     alpha: float = Field(0.05, gt=0, lt=1, description="a pair is screened out when its Holm-adjusted p-value "
                                                        "against the leader is below this and its mean is lower")
 
