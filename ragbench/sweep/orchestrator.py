@@ -170,7 +170,7 @@ class _Sweep:
         tracking = open_sweep_tracking(self.settings, cfg, experiment_name(cfg), sweep_id, ds.fingerprint, writer,
                                        len(plan.reused))
         recorder = Recorder(writer, cfg.metrics, ds.fingerprint)
-        self.clock, todo, outcomes = plan_and_screen(cfg, ds, self.home, plan, work, recorder, self.options.budget,
+        self.clock, todo, outcomes = plan_and_screen(cfg, ds, self.home, plan, work, recorder, self.options,
                                                      getattr(self, "started", None))
         outcomes += [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=plan.reused.get(c.config_id))
                      for c in configs if c.config_id in plan.stored]

@@ -160,16 +160,21 @@ def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool | 
     return kept, outcomes
 
 
-def plan_and_screen(cfg, ds, home, plan, work, recorder, budget_s: float | None,
+def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
                     started: float | None) -> tuple[object, list[RunConfig], list]:
-    """A sweep's start: the plan's table and clock (:func:`~ragbench.sweep.budget.plan_clock`, the screen's pool
-    priced in it), then the screen: ``(clock, the configs to run in order, the screened-out outcomes)``; the clock
-    then counts only the configs kept."""
+    """A sweep's start: the plan's table and clock (:func:`~ragbench.sweep.budget.plan_clock`, ``options.budget``,
+    the screen's pool priced in it), then the screen: ``(clock, the configs to run in order, the screened-out
+    outcomes)``; the clock then counts only the configs kept. The pool and the screen run as stages of
+    ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
     from ragbench.sweep.budget import plan_clock
 
-    pool = screen_pool_of(cfg, ds, work, plan.todo)  # None without a screen
-    clock, todo = plan_clock(cfg, ds, home, plan, budget_s, started, pool)
-    todo, outcomes = screen_configs(cfg, ds, work, todo, recorder, pool)
+    pool = (options.runner.run("screen pool", screen_pool_of, cfg, ds, work, plan.todo)
+            if screens(cfg, plan.todo) else None)
+    clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool)
+    if pool is not None:
+        todo, outcomes = options.runner.run("screen pairs", screen_configs, cfg, ds, work, todo, recorder, pool)
+    else:
+        outcomes = []
     clock.keep(todo)
     return clock, todo, outcomes
 

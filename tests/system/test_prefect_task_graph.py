@@ -135,3 +135,33 @@ output: {{mlflow: false}}
     differ = [k for k, v in prefect_values.items()
               if not (v == local_values[k] or (math.isnan(v) and math.isnan(local_values[k])))]
     assert not differ, differ[:5]
+
+
+def test_the_screen_runs_as_prefect_tasks_before_the_full_embed_of_the_pairs_it_keeps(tmp_path):
+    """A screened sweep (MiniLM and a crippled copy of it, as in tests/integration/test_screening.py) under the
+    Prefect flow: the pool and the screen are task runs, the kept pair's full embedding starts after the screen
+    ends, the screened-out pair has no task at all, and DuckDB holds its configs as screened_out."""
+    cfg_path = write_config(tmp_path / "screened.yaml", f"""name: screened
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}]
+embedders: [{{model: all-MiniLM-L6-v2}}, {{model: all-MiniLM-L6-v2, max_seq_length: 6, name: minilm-first-4-tokens}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+metrics: {{cutoffs: [1, 5, 10]}}
+output: {{mlflow: false}}
+search: {{strategy: screen, depth: 1}}
+""")
+    home = tmp_path / "home"
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(cfg_path), str(home)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900, env=clean_env(RAGBENCH_HOME=str(home)))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    graph = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("GRAPH "))[6:])
+    by_name = {t["name"]: t for t in graph["tasks"]}
+    pool, screen = by_name["screen pool"], by_name["screen pairs"]
+    assert pool["state"] == screen["state"] == "COMPLETED" and pool["end"] <= screen["start"]
+    embeds = [t for name, t in by_name.items() if name.startswith("embed whole document × ")]
+    assert [t["name"] for t in embeds] == ["embed whole document × all-MiniLM-L6-v2"]  # none for the crippled pair
+    assert screen["end"] <= embeds[0]["start"]
+    stored = ResultStore(home / "results.duckdb").query(
+        "SELECT name, status FROM configs WHERE sweep_id = ?", [graph["sweep_id"]]).rows()
+    assert sorted(status for _, status in stored) == ["finished", "finished", "screened_out"]
+    assert [name for name, status in stored if status == "screened_out"][0].count("minilm-first-4-tokens") == 1
