@@ -4,7 +4,9 @@ Each chunker x model pair is first evaluated on one pooled sub-corpus: the judge
 plus, for every query, the top ``depth`` documents of each cheap retriever (BM25 over each chunker's chunks, and
 every static Model2Vec embedder of the sweep over each chunker's chunks: no transformer encoding). On that pool a
 pair's chunks are embedded through the sweep's vector cache (a pair that survives reuses those vectors in its full
-embed), searched exactly (cosine, in memory) and judged like the sweep judges (the primary measure per query).
+embed), searched exactly (cosine, in memory; past the sweep's depth in chunks until each query names as many
+documents as the primary's cutoff, so a fine chunker is compared at the same document depth as a coarse one) and
+judged like the sweep judges (the primary measure per query).
 
 The decision (:func:`screen_pairs`): the leader is the pair with the best mean; every other pair is compared with
 it by the project's paired randomization test on the same queries, Holm-adjusted across the pairs. A pair whose
@@ -276,7 +278,7 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Scr
     values, shallow, cutoff = {}, set(), document_cutoff(primary)
     encoder = ScreenEncoder.of(work)
     for (i, spec_id) in pairs:
-        run = _dense_run(encoder, tuning, sub[i], by_spec[spec_id], search_depth)
+        run = _dense_run(encoder, tuning, sub[i], by_spec[spec_id], search_depth, cutoff)
         per_query = evaluate_stage(tuning, run, work.measures, chunks=sub[i], metrics_spec=cfg.metrics)
         per_query = per_query.with_columns(measure_key_expr(pl.col("measure"))).filter(pl.col("measure") == primary)
         if per_query.is_empty():
@@ -295,9 +297,30 @@ def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:
     return min((per.get(q, 0) for q in qids), default=0)
 
 
-def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int) -> pl.DataFrame:
+def ranked_chunks(row: np.ndarray, k: int, doc_of: np.ndarray, documents: int | None = None) -> np.ndarray:
+    """Chunk positions of one query's scores ``row``, best first (ties: the earlier position): the top ``k``, and
+    when ``documents`` is given and those name fewer distinct documents (``doc_of``: each chunk's document), on
+    until ``documents`` distinct documents are named or the chunks run out — so that a document measure at cutoff
+    ``documents`` is measured on as many documents for a fine chunker as for a whole-document one (the screen
+    compares every pair at the same document depth)."""
+    if k < len(row):
+        cand = np.argpartition(-row, k - 1)[:k]
+        order = cand[np.lexsort((cand, -row[cand]))]
+    else:
+        order = np.lexsort((np.arange(len(row)), -row))
+    if documents is None or len(np.unique(doc_of[order])) >= documents or len(order) == len(row):
+        return order
+    full = np.lexsort((np.arange(len(row)), -row))
+    first = np.sort(np.unique(doc_of[full], return_index=True)[1])  # where each document first appears
+    cut = first[documents - 1] + 1 if len(first) >= documents else len(full)
+    return full[:max(cut, k)]
+
+
+def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int,
+               documents: int | None = None) -> pl.DataFrame:
     """Exact cosine search of ``ds``'s queries over ``chunks`` with ``emb``, both embedded through ``encoder``'s
-    cache (their stats join ``encoder.stats``)."""
+    cache (their stats join ``encoder.stats``): each query's :func:`ranked_chunks` (``depth`` chunks, deeper until
+    ``documents`` distinct documents)."""
     s, cache = encoder.settings, encoder.vector_cache
     with encoder.model_slot:
         docs, dstats = embed_texts(index_texts(chunks), emb, "document", cache, s.embed_segment_rows, True,
@@ -310,14 +333,11 @@ def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int
     if k == 0:
         return run_from_hits(ds.queries["query_id"].to_list(), chunks, [np.zeros(0, dtype=np.int64)] * queries.shape[0],
                              [np.zeros(0)] * queries.shape[0])
+    doc_of = chunks["doc_id"].to_numpy()
     ids, scores = [], []
     for start in range(0, queries.shape[0], 256):
-        sims = queries[start:start + 256] @ docs.T
-        top = (np.argpartition(-sims, k - 1, axis=1)[:, :k] if k < docs.shape[0]
-               else np.tile(np.arange(k), (len(sims), 1)))
-        for row, cand in zip(sims, top):
-            order = cand[np.argsort(-row[cand], kind="stable")]
+        for row in queries[start:start + 256] @ docs.T:
+            order = ranked_chunks(row, k, doc_of, documents)
             ids.append(order)
             scores.append(row[order].astype(float))
     return run_from_hits(ds.queries["query_id"].to_list(), chunks, ids, scores)
-

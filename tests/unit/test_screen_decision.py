@@ -91,3 +91,20 @@ def test_the_screening_section_shows_each_pair_and_the_pool():
     js = screening_json(table)
     assert js["documents"] == 120 and len(js["pairs"]) == 4
     assert screening_rows(None) == [] and screening_sentence(None) is None and screening_json(None) is None
+
+
+def test_the_screen_ranks_past_its_depth_until_the_cutoff_names_enough_documents():
+    import numpy as np
+
+    from ragbench.sweep.screen import ranked_chunks
+
+    # 3 documents of 4 chunks; document a's chunks score highest, then b's, then c's
+    doc_of = np.array(["a"] * 4 + ["b"] * 4 + ["c"] * 4)
+    row = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.04, 0.03])
+    assert ranked_chunks(row, 2, doc_of).tolist() == [0, 1]  # no document cutoff: the top 2 chunks
+    assert ranked_chunks(row, 2, doc_of, documents=2).tolist() == [0, 1, 2, 3, 4]  # on to b's first chunk
+    assert ranked_chunks(row, 2, doc_of, documents=3).tolist() == list(range(9))  # ... and c's
+    assert ranked_chunks(row, 6, doc_of, documents=2).tolist() == list(range(6))  # deep enough already
+    assert ranked_chunks(row, 2, doc_of, documents=5).tolist() == list(range(12))  # fewer documents than asked
+    tied = np.array([0.5, 0.9, 0.5, 0.5])  # ties: the earlier position first
+    assert ranked_chunks(tied, 3, np.array(["x", "y", "z", "w"])).tolist() == [1, 0, 2]
