@@ -138,13 +138,10 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     return out, leader
 
 
-def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool | None) -> tuple[list[RunConfig], list]:
+def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool) -> tuple[list[RunConfig], list]:
     """The screened sweep's first step: the configs of ``todo`` still to run and the outcomes of those screened
     out (recorded by ``recorder`` as ``screened_out``), the pairs screened on ``pool`` (:func:`screen_pool_of`).
-    Without a pool (no ``search: {strategy: screen}``, fewer than two pairs), ``todo`` unchanged. The screen's
-    encodings join ``work.embed_stats``."""
-    if pool is None or not screens(cfg, todo):
-        return todo, []
+    The screen's encodings join ``work.embed_stats``."""
     try:
         screen = run_screen(cfg, work, _pairs(cfg), pool)
     except Exception as e:  # the screen saves work; it never stops a sweep
@@ -170,22 +167,18 @@ def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
     ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
     from ragbench.sweep.budget import plan_clock
 
-    pool = (options.runner.run("screen pool", screen_pool_of, cfg, ds, work, plan.todo)
-            if screens(cfg, plan.todo) else None)
+    pool = options.runner.run("screen pool", screen_pool_of, cfg, ds, work) if screens(cfg, plan.todo) else None
     clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool)
-    if pool is not None:
+    outcomes = []
+    if pool is not None:  # None: no screen, or its pool could not be cut
         todo, outcomes = options.runner.run("screen pairs", screen_configs, cfg, ds, work, todo, recorder, pool)
-    else:
-        outcomes = []
     clock.keep(todo)
     return clock, todo, outcomes
 
 
-def screen_pool_of(cfg, ds, work, todo: list[RunConfig]) -> Pool | None:
-    """The sweep's screen pool (:func:`screen_pool`, through the sweep's own cache) when it screens
-    (:func:`screens`), else None; None too (logged: every pair then runs) when the pool cannot be cut."""
-    if not screens(cfg, todo):
-        return None
+def screen_pool_of(cfg, ds, work) -> Pool | None:
+    """The sweep's screen pool (:func:`screen_pool`, through the sweep's own cache); None (logged: every pair
+    then runs) when it cannot be cut."""
     try:
         return screen_pool(cfg, ds, ScreenEncoder.of(work))
     except Exception as e:  # the screen saves work; it never stops a sweep
