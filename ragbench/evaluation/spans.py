@@ -40,7 +40,9 @@ A query without evidence gets NaN for every measure (excluded from means and cou
 
 Interval arithmetic runs on one global character line: document ``d`` occupies ``[base_d, base_d + extent_d]``
 with a one-character gap between documents, so per-document unions become 1-D unions, and
-``|A ∩ B| = |A| + |B| - |A ∪ B|`` for two unions ``A`` and ``B``.
+``|A ∩ B| = |A| + |B| - |A ∪ B|`` for two unions ``A`` and ``B``. Every query of a call is scored at once: each
+query's intervals move to their own stretch of a longer line (:func:`union_lengths`), so one sort serves them all
+rather than a Python loop over queries.
 """
 
 from __future__ import annotations
@@ -161,21 +163,49 @@ def _ranked(chunk_run: pl.DataFrame, chunks: pl.DataFrame, bases: pl.DataFrame) 
             .sort(["query_id", "rank"]))
 
 
-def _evidence(spans: pl.DataFrame, bases: pl.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """query_id -> (global starts, global ends) of its merged evidence spans."""
-    out = {}
-    ev = spans.join(bases, on="doc_id", how="left")
-    for q, s, e in (ev.group_by("query_id", maintain_order=True)
-                    .agg((pl.col("start") + pl.col("base")), (pl.col("end") + pl.col("base"))).iter_rows()):
-        out[q] = (np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64))
+def _line_spans(spans: pl.DataFrame, bases: pl.DataFrame, qindex: Mapping[str, int]) -> tuple[np.ndarray, ...]:
+    """The merged evidence of the reported queries on the global line: (query index, start, end) arrays."""
+    ev = (spans.join(bases, on="doc_id", how="left")
+          .filter(pl.col("query_id").is_in(list(qindex)))
+          .select(pl.col("query_id").replace_strict(dict(qindex), return_dtype=pl.Int64),
+                  pl.col("start") + pl.col("base"), pl.col("end") + pl.col("base")))
+    return tuple(ev[c].to_numpy().astype(np.int64) for c in ev.columns)
+
+
+def _ranked_rows(ranked: pl.DataFrame, qindex: Mapping[str, int], *extra: str) -> pl.DataFrame:
+    """The ranked rows of the reported queries, with ``qi`` (query index) and ``pos`` (1-based place in the
+    canonical order), ordered by (query, place)."""
+    return (ranked.filter(pl.col("query_id").is_in(list(qindex)))
+            .with_columns(pl.col("query_id").replace_strict(dict(qindex), return_dtype=pl.Int64).alias("qi"))
+            .sort(["qi", "rank"])
+            .with_columns((pl.int_range(pl.len()).over("qi") + 1).alias("pos"))
+            .select("qi", "pos", "gs", "ge", *extra))
+
+
+def union_lengths(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group ``g < n_groups``: the number of positions covered by the union of its ``[starts, ends)``.
+
+    All groups at once: group ``g`` is moved to its own stretch ``[g * L, (g + 1) * L)`` of one line (``L`` past
+    every end), so a single :func:`merge_intervals` never joins two groups."""
+    out = np.zeros(n_groups, dtype=np.int64)
+    if len(starts) == 0:
+        return out
+    stretch = int(np.max(ends)) + 1
+    offset = np.asarray(group, dtype=np.int64) * stretch
+    s, e = merge_intervals(np.asarray(starts, dtype=np.int64) + offset, np.asarray(ends, dtype=np.int64) + offset)
+    np.add.at(out, s // stretch, e - s)
     return out
 
 
-def _per_query_runs(ranked: pl.DataFrame, cols: Sequence[str]) -> dict[str, tuple[np.ndarray, ...]]:
-    out = {}
-    for row in ranked.group_by("query_id", maintain_order=True).agg(*cols).iter_rows():
-        out[row[0]] = tuple(np.asarray(v) for v in row[1:])
-    return out
+def _overlap(evidence: tuple[np.ndarray, ...], group: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+             n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group: ``|E ∩ R|`` and ``|R|`` for its evidence ``E`` and the union ``R`` of its ``[starts, ends)``,
+    by ``|E ∩ R| = |E| + |R| - |E ∪ R|``."""
+    eq, es, ee = evidence
+    e_len = union_lengths(eq, es, ee, n_groups)
+    r_len = union_lengths(group, starts, ends, n_groups)
+    union = union_lengths(np.r_[eq, group], np.r_[es, starts], np.r_[ee, ends], n_groups)
+    return e_len + r_len - union, r_len
 
 
 def _query_ids(query_ids: Sequence[str] | None, chunk_run: pl.DataFrame, spans: pl.DataFrame) -> list[str]:
@@ -191,8 +221,11 @@ def _positive(values: Sequence[int], what: str) -> list[int]:
     return vals
 
 
-def _table(rows_q: list[str], rows_m: list[str], rows_v: list[float]) -> pl.DataFrame:
-    return pl.DataFrame({"query_id": rows_q, "measure": rows_m, "value": rows_v}, schema=PER_QUERY_SCHEMA)
+def _long(query_ids: list[str], names: list[str], values: np.ndarray) -> pl.DataFrame:
+    """Per-query rows (``query_id, measure, value``) from a (query x measure) matrix: query by query, measures in
+    the order of ``names``."""
+    return pl.DataFrame({"query_id": np.repeat(np.asarray(query_ids, dtype=object), len(names)).tolist(),
+                         "measure": names * len(query_ids), "value": values.reshape(-1)}, schema=PER_QUERY_SCHEMA)
 
 
 def _coverage(starts: np.ndarray, ends: np.ndarray):
@@ -241,53 +274,57 @@ def span_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans: pl.DataFr
     ``span_recall_max`` (the ceiling the chunk table leaves; omitted with ``reachable=False``).
 
     ``query_ids``: the queries to report (pass every query of the dataset so unlabelled ones are counted); by
-    default the union of the run's and the spans' queries. See the module docstring for the formulas.
+    default the union of the run's and the spans' queries. See the module docstring for the formulas; every query
+    is computed at once (:func:`union_lengths`).
     """
     cutoffs = _positive(cutoffs, "cutoffs")
     c = _chunk_table(chunks)
     ev = merge_spans(spans)
     bases = _bases(c, ev)
-    evidence = _evidence(ev, bases)
-    runs = _per_query_runs(_ranked(chunk_run, c, bases), ("gs", "ge"))
-    if reachable:
-        line = c.join(bases, on="doc_id", how="left")
-        covered = _coverage((line["start"] + line["base"]).to_numpy(), (line["end"] + line["base"]).to_numpy())
-    rows_q, rows_m, rows_v = [], [], []
-    empty = np.zeros(0, dtype=np.int64)
-    for q in _query_ids(query_ids, chunk_run, spans):
-        values: dict[str, list[float]] = {m: [] for m in SPAN_MEASURES}
-        if q not in evidence:
-            for m in SPAN_MEASURES:
-                values[m] = [math.nan] * len(cutoffs)
-        else:
-            es, ee = evidence[q]
-            e_len = int((ee - es).sum())  # merged: disjoint
-            rs_all, re_all = runs.get(q, (empty, empty))
-            for k in cutoffs:
-                rs, re_ = rs_all[:k], re_all[:k]
-                r_len = union_length(rs, re_)
-                union = union_length(np.r_[es, rs], np.r_[ee, re_])
-                inter = e_len + r_len - union
-                values["span_recall"].append(inter / e_len)
-                values["span_precision"].append(inter / r_len if r_len else 0.0)
-                values["span_iou"].append(inter / union)
-                inside = (rs[None, :] <= es[:, None]) & (ee[:, None] <= re_[None, :])
-                values["span_contained"].append(float(inside.any(axis=1).mean()) if len(rs) else 0.0)
-        for m in SPAN_MEASURES:
-            for k, v in zip(cutoffs, values[m]):
-                rows_q.append(q)
-                rows_m.append(f"{m}@{k}")
-                rows_v.append(v)
+    qids = _query_ids(query_ids, chunk_run, spans)
+    qindex = {q: i for i, q in enumerate(qids)}
+    n = len(qids)
+    evidence = _line_spans(ev, bases, qindex)
+    eq, es, ee = evidence
+    e_len = union_lengths(eq, es, ee, n)
+    labelled = np.bincount(eq, minlength=n) > 0
+    run = _ranked_rows(_ranked(chunk_run, c, bases), qindex).filter(pl.col("pos") <= max(cutoffs))
+    rq, pos, gs, ge = (run[col].to_numpy().astype(np.int64) for col in ("qi", "pos", "gs", "ge"))
+    first_holder = _first_holder(evidence, rq, pos, gs, ge)
+    n_spans = np.bincount(eq, minlength=n)
+    columns: dict[str, np.ndarray] = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in cutoffs:
+            top = pos <= k
+            inter, r_len = _overlap(evidence, rq[top], gs[top], ge[top], n)
+            columns[f"span_recall@{k}"] = inter / e_len
+            columns[f"span_precision@{k}"] = np.where(r_len > 0, inter / r_len, 0.0)
+            columns[f"span_iou@{k}"] = inter / (e_len + r_len - inter)
+            columns[f"span_contained@{k}"] = np.bincount(eq, weights=(first_holder <= k).astype(np.float64), minlength=n) / n_spans
         if reachable:
-            if q in evidence:
-                es, ee = evidence[q]
-                best = float((covered(ee) - covered(es)).sum()) / float((ee - es).sum())
-            else:
-                best = math.nan
-            rows_q.append(q)
-            rows_m.append(SPAN_REACHABLE)
-            rows_v.append(best)
-    return _table(rows_q, rows_m, rows_v)
+            line = c.join(bases, on="doc_id", how="left")
+            covered = _coverage((line["start"] + line["base"]).to_numpy(), (line["end"] + line["base"]).to_numpy())
+            reach = np.zeros(n, dtype=np.int64)
+            np.add.at(reach, eq, covered(ee) - covered(es))
+            columns[SPAN_REACHABLE] = reach / e_len
+    names = [f"{m}@{k}" for m in SPAN_MEASURES for k in cutoffs] + ([SPAN_REACHABLE] if reachable else [])
+    values = np.column_stack([columns[name].astype(np.float64) for name in names])
+    values[~labelled] = math.nan
+    return _long(qids, names, values)
+
+
+def _first_holder(evidence: tuple[np.ndarray, ...], rq: np.ndarray, pos: np.ndarray, gs: np.ndarray,
+                  ge: np.ndarray) -> np.ndarray:
+    """Per merged evidence span: the first place in its query's ranking of a chunk that holds it whole
+    (``inf`` when none does)."""
+    eq, es, ee = evidence
+    spans = pl.DataFrame({"qi": eq, "i": np.arange(len(eq)), "es": es, "ee": ee})
+    chunks = pl.DataFrame({"qi": rq, "pos": pos, "gs": gs, "ge": ge})
+    held = (spans.join(chunks, on="qi").filter((pl.col("gs") <= pl.col("es")) & (pl.col("ee") <= pl.col("ge")))
+            .group_by("i").agg(pl.col("pos").min()))
+    first = np.full(len(eq), np.inf)
+    first[held["i"].to_numpy()] = held["pos"].to_numpy()
+    return first
 
 
 # ---------------------------------------------------------------- budget-matched metrics
@@ -305,47 +342,51 @@ def budget_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans: pl.Data
     c = _chunk_table(chunks)
     ev = merge_spans(spans)
     bases = _bases(c, ev)
-    evidence = _evidence(ev, bases)
     ranked = _ranked(chunk_run, c, bases)
     missing = [i for i in ranked["chunk_id"].unique().to_list() if i not in token_counts]
     if missing:
         raise ValueError(f"token_counts lacks {len(missing)} ranked chunk id(s), e.g. {missing[:3]}")
     if any(int(token_counts[i]) < 0 for i in ranked["chunk_id"].unique().to_list()):
         raise ValueError("token_counts holds a negative count")
-    ranked = ranked.with_columns(pl.col("chunk_id").replace_strict(dict(token_counts), default=None,
-                                                                   return_dtype=pl.Int64).alias("tokens"))
-    runs = _per_query_runs(ranked, ("gs", "ge", "tokens", "chunk_id", "start", "doc_id"))
+    qids = _query_ids(query_ids, chunk_run, spans)
+    qindex = {q: i for i, q in enumerate(qids)}
+    n_q = len(qids)
+    evidence = _line_spans(ev, bases, qindex)
+    e_len = union_lengths(*evidence, n_q)
+    run = _ranked_rows(ranked.with_columns(pl.col("chunk_id").replace_strict(dict(token_counts), default=None,
+                                                                             return_dtype=pl.Int64).alias("tokens")),
+                       qindex, "tokens", "chunk_id")
+    run = run.with_columns(pl.col("tokens").cum_sum().over("qi").alias("cum"))
     cut_at = _token_cutter(chunks, tokenizer) if tokenizer else None
-    rows_q, rows_m, rows_v = [], [], []
-    empty = np.zeros(0, dtype=np.int64)
-    for q in _query_ids(query_ids, chunk_run, spans):
-        recall, count = [], []
-        if q not in evidence:
-            recall = count = [math.nan] * len(budgets)
-        else:
-            es, ee = evidence[q]
-            e_len = int((ee - es).sum())
-            gs, ge, tokens, cids = runs[q][:4] if q in runs else (empty, empty, empty, [])
-            cum = np.cumsum(tokens)
-            for n in budgets:
-                whole = int(np.searchsorted(cum, n, side="right"))  # chunks whose running total stays <= n
-                cs, ce = gs[:whole], ge[:whole]
-                remaining = n - (int(cum[whole - 1]) if whole else 0)
-                if whole < len(gs) and remaining > 0:
-                    t = int(tokens[whole])
-                    keep = cut_at(cids[whole], remaining) if cut_at else (ge[whole] - gs[whole]) * remaining // t
-                    if keep > 0:
-                        cs, ce = np.r_[cs, gs[whole]], np.r_[ce, gs[whole] + keep]
-                ctx_len = union_length(cs, ce)
-                inter = e_len + ctx_len - union_length(np.r_[es, cs], np.r_[ee, ce])
-                recall.append(inter / e_len)
-                count.append(float(len(cs)))
-        for name, vals in (("evidence_recall", recall), ("chunks_in_budget", count)):
-            for n, v in zip(budgets, vals):
-                rows_q.append(q)
-                rows_m.append(f"{name}@{n}tok")
-                rows_v.append(v)
-    return _table(rows_q, rows_m, rows_v)
+    columns: dict[str, np.ndarray] = {}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for n in budgets:
+            whole = run.filter(pl.col("cum") <= n)  # a prefix of each ranking: token counts are >= 0
+            used = whole.group_by("qi").agg(pl.col("cum").max().alias("used"))
+            # the first chunk past the budget, cut to what is left of it (nothing when the budget is used up)
+            cut = (run.filter(pl.col("cum") > n).group_by("qi").agg(pl.all().first())
+                   .join(used, on="qi", how="left")
+                   .with_columns((n - pl.col("used").fill_null(0)).alias("left"))
+                   .filter(pl.col("left") > 0).sort("qi"))
+            keep = _kept_characters(cut, cut_at)
+            cq, cs = cut["qi"].to_numpy()[keep > 0], cut["gs"].to_numpy()[keep > 0]
+            group = np.r_[whole["qi"].to_numpy(), cq].astype(np.int64)
+            inter, _ = _overlap(evidence, group, np.r_[whole["gs"].to_numpy(), cs].astype(np.int64),
+                                np.r_[whole["ge"].to_numpy(), cs + keep[keep > 0]].astype(np.int64), n_q)
+            columns[f"evidence_recall@{n}tok"] = inter / e_len
+            columns[f"chunks_in_budget@{n}tok"] = np.bincount(group, minlength=n_q).astype(np.float64)
+    names = [f"{m}@{n}tok" for m in ("evidence_recall", "chunks_in_budget") for n in budgets]
+    values = np.column_stack([columns[name] for name in names])
+    values[np.bincount(evidence[0], minlength=n_q) == 0] = math.nan
+    return _long(qids, names, values)
+
+
+def _kept_characters(cut: pl.DataFrame, cut_at) -> np.ndarray:
+    """Characters kept of each cut chunk (rows ``gs, ge, tokens, chunk_id, left``): ``floor(len * left / tokens)``,
+    or up to the end of its ``left``-th token with ``cut_at``."""
+    if cut_at is not None:
+        return np.array([cut_at(cid, left) for cid, left in zip(cut["chunk_id"], cut["left"])], dtype=np.int64)
+    return ((cut["ge"] - cut["gs"]) * cut["left"] // cut["tokens"]).to_numpy().astype(np.int64)
 
 
 def _token_cutter(chunks: pl.DataFrame, tokenizer: str):

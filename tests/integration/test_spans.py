@@ -345,3 +345,70 @@ def test_demo_spans_across_sections_have_a_reachable_ceiling(chunker, gapped):
     assert v["q25", "span_recall_max"] == 368 / 370
     for q in qids:
         assert v[q, f"span_recall@{chunks.height}"] == v[q, "span_recall_max"]
+
+
+def budget_oracle(ranking: list[str], chunks: list[tuple], spans: list[tuple], tokens: dict[str, int],
+                  n: int) -> tuple[float, int]:
+    """evidence_recall@{n}tok and chunks_in_budget@{n}tok from Python sets of (doc, character), filling the context
+    chunk by chunk: whole while it fits, then the first that does not is cut to floor(len * left / tokens)."""
+    where = {c: (d, s, e) for c, d, s, e in chunks}
+    E = {(d, i) for d, s, e, r in spans if r > 0 for i in range(s, e)}
+    ctx, used, count = set(), 0, 0
+    for c in ranking:
+        d, s, e = where[c]
+        if used + tokens[c] <= n:
+            ctx |= {(d, i) for i in range(s, e)}
+            used, count = used + tokens[c], count + 1
+            continue
+        keep = (e - s) * (n - used) // tokens[c]
+        if keep > 0:
+            ctx |= {(d, i) for i in range(s, s + keep)}
+            count += 1
+        break
+    return len(E & ctx) / len(E), count
+
+
+def random_queries(rng, n_queries: int) -> tuple[dict[str, list[tuple]], dict[str, list[str]]]:
+    """Random spans (overlapping, touching, crossing chunk borders, some of relevance 0) and rankings of the
+    fixture's chunks for ``n_queries`` queries; some queries have no evidence, some are absent from the run."""
+    ids = [c for c, *_ in CHUNKS]
+    spans, rankings = {}, {}
+    for i in range(n_queries):
+        q = f"q{i}"
+        spans[q] = []
+        for _ in range(int(rng.integers(0, 5))):
+            d = str(rng.choice(["A", "B"]))
+            s0 = int(rng.integers(0, len(DOCS[d]) - 1))
+            spans[q].append((d, s0, int(rng.integers(s0 + 1, min(len(DOCS[d]), s0 + 30) + 1)),
+                             int(rng.integers(0, 3))))
+        if rng.random() < 0.85:
+            rankings[q] = list(rng.permutation(ids)[: int(rng.integers(1, 6))])
+    return spans, rankings
+
+
+def test_many_queries_at_once_equal_the_character_set_oracles():
+    """Every query of a call is computed at once (each on its own stretch of one line): random batches of up to 12
+    queries sharing chunks, against the per-query oracles -- span measures at every k, evidence recall and chunk
+    counts at every budget (token counts include 0, budgets land on and between chunk edges)."""
+    rng = np.random.default_rng(7)
+    for trial in range(30):
+        spans_q, rankings = random_queries(rng, int(rng.integers(2, 13)))
+        qids = list(spans_q)
+        spans = pl.DataFrame([(q, *x) for q, sp in spans_q.items() for x in sp], schema=SPANS_SCHEMA, orient="row")
+        run = run_table(rankings)
+        tokens = {c: int(rng.integers(0, 12)) for c, *_ in CHUNKS}
+        budgets = sorted({int(b) for b in rng.integers(1, 50, 4)})
+        span_v = values(span_metrics(run, chunks_table(), spans, [1, 2, 3, 5], query_ids=qids))
+        budget_v = values(budget_metrics(run, chunks_table(), spans, budgets, tokens, query_ids=qids))
+        for q in qids:
+            if not any(r > 0 for *_, r in spans_q[q]):
+                assert all(math.isnan(v) for (p, _), v in {**span_v, **budget_v}.items() if p == q), (trial, q)
+                continue
+            for k in (1, 2, 3, 5):
+                for m, want in oracle(rankings.get(q, []), CHUNKS, spans_q[q], k).items():
+                    name = m if m == "span_recall_max" else f"{m}@{k}"
+                    assert span_v[q, name] == pytest.approx(want, abs=1e-12, rel=0), (trial, q, name)
+            for n in budgets:
+                recall, count = budget_oracle(rankings.get(q, []), CHUNKS, spans_q[q], tokens, n)
+                assert budget_v[q, f"evidence_recall@{n}tok"] == pytest.approx(recall, abs=1e-12, rel=0), (trial, q)
+                assert budget_v[q, f"chunks_in_budget@{n}tok"] == count, (trial, q, n)
