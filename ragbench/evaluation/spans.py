@@ -86,14 +86,6 @@ RELEVANCE_SCHEMA = {"query_id": pl.String, "chunk_id": pl.String, "overlap_chars
 
 
 # ---------------------------------------------------------------- interval helpers
-def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Number of integer positions covered by the union of ``[starts[i], ends[i])``."""
-    if len(starts) == 0:
-        return 0
-    s, e = merge_intervals(starts, ends)
-    return int((e - s).sum())
-
-
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sorted, disjoint intervals covering the same positions (touching intervals are joined)."""
     starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)

@@ -30,7 +30,7 @@ from ragbench.evaluation.spans import (
     merge_intervals,
     merge_spans,
     span_metrics,
-    union_length,
+    union_lengths,
 )
 from ragbench.retrieval import RUN_SCHEMA
 
@@ -124,8 +124,10 @@ def test_span_metrics_equal_a_character_set_oracle():
 def test_interval_helpers():
     s, e = merge_intervals([30, 0, 70, 5], [40, 10, 80, 32])
     assert s.tolist() == [0, 70] and e.tolist() == [40, 80]
-    assert union_length([0, 10], [10, 20]) == 20  # touching
-    assert union_length([], []) == 0
+    assert union_lengths(np.array([0, 0]), [0, 10], [10, 20], 1).tolist() == [20]  # touching: joined
+    assert union_lengths(np.array([], dtype=np.int64), [], [], 2).tolist() == [0, 0]
+    # groups never join, even when one group's interval ends where the next group's begins on its stretch
+    assert union_lengths(np.array([0, 1, 1, 2]), [0, 0, 5, 3], [30, 10, 30, 4], 4).tolist() == [30, 30, 1, 0]
 
 
 def test_chunk_relevance():
