@@ -370,17 +370,11 @@ class BlobCache:
         return len(entries), found
 
 
-class DocumentCache(BlobCache):
-    """Converted documents (JSON objects, e.g. Markdown text and title) under
-    ``root/converted/<key[:2]>/<key>.<sha256>.json``, keyed by the source file's content hash and the converter,
-    with the integrity of every :class:`BlobCache`."""
+class JsonCache(BlobCache):
+    """JSON objects under ``root/<folder>/<key[:2]>/<key>.<sha256>.json``, with the integrity of every
+    :class:`BlobCache`."""
 
-    folder, suffix = "converted", "json"
-
-    @staticmethod
-    def key(file_sha256: str, converter: str) -> str:
-        """The entry of a file with these bytes under this converter (name and versions)."""
-        return stable_hash({"file": file_sha256, "converter": converter}, length=32)
+    folder, suffix = "json", "json"
 
     def decode(self, data: bytes) -> dict:
         try:
@@ -394,6 +388,26 @@ class DocumentCache(BlobCache):
     def put(self, key: str, value: dict) -> Path:
         """Store ``value`` under ``key`` atomically; returns the entry's path."""
         return self.put_bytes(key, json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+
+
+class DocumentCache(JsonCache):
+    """Converted documents (JSON objects, e.g. Markdown text and title) under ``root/converted/``, keyed by the
+    source file's content hash and the converter."""
+
+    folder = "converted"
+
+    @staticmethod
+    def key(file_sha256: str, converter: str) -> str:
+        """The entry of a file with these bytes under this converter (name and versions)."""
+        return stable_hash({"file": file_sha256, "converter": converter}, length=32)
+
+
+class StatsCache(JsonCache):
+    """A report's resampling statistics (bootstrap intervals) under ``root/stats/``, keyed by the statistic, its
+    version and parameters and the bytes of the values it resamples: a report whose configs were reused draws
+    none of its 10,000 resamples again (:func:`ragbench.evaluation.intervals.cached_bootstrap_ci`)."""
+
+    folder = "stats"
 
 
 class PlotCache(BlobCache):

@@ -31,6 +31,7 @@ from ragbench.data.holdout import heldout_key
 from ragbench.data.labels import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.comparison import Comparison, compare_configs
+from ragbench.evaluation.intervals import intervals_kept_in
 from ragbench.reporting.columns import leaderboard_measures, shown_measures
 from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
 from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
@@ -325,7 +326,11 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         raise RagbenchError(f"{primary} cannot be compared in sweep {sweep_id}: no config reached "
                             f"{document_cutoff(primary)} distinct documents for every query; fetch deeper with "
                             f"retrievers[].documents: {document_cutoff(primary)}")
-    comparisons, summary = _compare(pq, measures, shallow, names, opts)
+    from ragbench.core.cache import StatsCache  # noqa: PLC0415 (pyarrow's parquet: only once a report compares)
+
+    # the home's cache (beside the store, as the report's plots): reused configs' intervals are not drawn again
+    with intervals_kept_in(StatsCache(store.path.parent / "cache")):
+        comparisons, summary = _compare(pq, measures, shallow, names, opts)
     held = heldout_key(primary)
     labels = dict(configs.select("config_id", "label").iter_rows())
     winner = None

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ragbench.core.cache import ChunkCache, DocumentCache, PlotCache, VectorCache
+from ragbench.core.cache import ChunkCache, DocumentCache, PlotCache, StatsCache, VectorCache
 from ragbench.core.hashing import text_hash
 from ragbench.core.schemas import index_texts
 from ragbench.core.settings import Settings
@@ -111,7 +111,8 @@ def _rebuild_mlflow(settings: Settings, path: Path, cause: str, report: DoctorRe
 def _cache(settings: Settings, repair: bool, report: DoctorReport) -> None:
     root = Path(settings.home) / "cache"
     for what, cache in (("chunk tables", ChunkCache(root)), ("vector segments", VectorCache(root)),
-                        ("converted documents", DocumentCache(root)), ("report plots", PlotCache(root))):
+                        ("converted documents", DocumentCache(root)), ("report plots", PlotCache(root)),
+                        ("report intervals", StatsCache(root))):
         n, damaged = cache.verify(repair=repair)
         report.checked[what] = n
         for path, why in damaged.items():

@@ -229,3 +229,40 @@ def test_a_report_opens_the_results_file_once(store, monkeypatch):
     opened.clear()
     store.sweep("syn-1"), store.leaderboard("syn-1")  # outside a report: a connection per read
     assert len(opened) >= 2
+
+
+def test_report_intervals_are_kept_by_their_values_and_a_damaged_one_is_computed_again(store, monkeypatch):
+    """A report whose configs did not change reads every bootstrap interval from the home's cache, bit for bit
+    what computing gives; a damaged entry is quarantined and that interval alone computed again; a new config's
+    values compute only its own."""
+    from ragbench.core.cache import StatsCache
+    from ragbench.evaluation import intervals
+
+    computed: list[int] = []  # the values resampled by each interval drawn (chunk_rows: once per interval)
+    real = intervals.chunk_rows
+    monkeypatch.setattr(intervals, "chunk_rows", lambda n: computed.append(n) or real(n))
+    first = build_report(store, "syn-1")
+    cache = StatsCache(store.path.parent / "cache")
+    n_kept, damaged = cache.verify()
+    assert n_kept == len(computed) > 0 and damaged == {}
+    per_query = store.query("SELECT config_id, query_id, measure, value FROM query_metrics WHERE sweep_id = 'syn-1'")
+    direct = compare_configs(per_query, first.primary)  # no cache: computed here
+    assert {(s.config_id, s.ci.low, s.ci.high) for s in direct.configs} == {
+        (s.config_id, s.ci.low, s.ci.high) for s in first.comparisons[first.primary].configs}
+
+    computed.clear()
+    again = build_report(store, "syn-1")
+    assert computed == []
+    assert again.summary.equals(first.summary)
+    entry = sorted(cache.root.rglob("*.json"))[0]
+    entry.write_text(entry.read_text().replace("0.", "1.", 1))  # one digit changed on disk
+    assert build_report(store, "syn-1").summary.equals(first.summary)
+    assert len(computed) == 1 and cache.verify() == (n_kept, {})
+
+    computed.clear()  # config E: new nDCG values, the recall values of config A (the same interval: kept)
+    run = pl.DataFrame({"query_id": ["q00"], "rank": [1], "chunk_id": ["c1"], "doc_id": ["d1"], "score": [1.0]})
+    store.write_config("syn-1", ConfigResult("e" * 16, "config E", {"chunker": {"kind": "whole"}}, "fp0",
+                                             measures=_per_query([0.6] * 10 + [0.7] * 10, RECALL["A"]),
+                                             rankings=run, n_queries=N + 1, n_unlabelled=1, ms_per_query=1.0))
+    build_report(store, "syn-1")
+    assert computed == [N] and cache.verify() == (n_kept + 1, {})
