@@ -157,5 +157,8 @@ def _kept(x: np.ndarray, n_resamples: int, confidence: float, seed: int) -> Conf
         ci = bootstrap_ci(x, n_resamples=n_resamples, confidence=confidence, seed=seed)
     finally:
         _KEPT_IN.reset(token)
-    cache.put(key, asdict(ci))
+    try:
+        cache.put(key, asdict(ci))
+    except OSError:  # a home read only to this user (a shared store): the interval is reported, not kept
+        pass
     return ci

@@ -101,6 +101,30 @@ def test_bootstrap_ci_degenerate_sizes():
     assert wide.low < narrow.low < narrow.high < wide.high
 
 
+
+def test_intervals_kept_in_a_cache_equal_computed_ones_and_a_cache_that_cannot_be_written_changes_nothing(tmp_path):
+    """Inside intervals_kept_in, the first interval of some values is computed and kept, the next read back (equal
+    bit for bit, NaN queries included); other parameters or values are other entries; an empty interval (no
+    labelled query, NaN fields) survives the trip; a cache that cannot be written only stops keeping."""
+    from ragbench.core.cache import StatsCache
+    from ragbench.evaluation.intervals import intervals_kept_in
+
+    x = np.concatenate([np.random.default_rng(4).beta(2, 3, size=60), [np.nan]])
+    computed = bootstrap_ci(x, seed=5)
+    cache = StatsCache(tmp_path)
+    with intervals_kept_in(cache):
+        assert bootstrap_ci(x, seed=5) == computed and cache.verify() == (1, {})
+        assert bootstrap_ci(x, seed=5) == computed and cache.verify() == (1, {})
+        assert bootstrap_ci(x, seed=6) == bootstrap_ci(x, seed=6, n_resamples=10_000) != computed
+        assert bootstrap_ci(x[1:], seed=5) != computed and cache.verify() == (3, {})
+        empty = bootstrap_ci(np.array([np.nan, np.nan]))
+        again = bootstrap_ci(np.array([np.nan, np.nan]))
+    assert again.n == empty.n == 0 and math.isnan(again.low) and cache.verify() == (4, {})
+    blocked = tmp_path / "a file"
+    blocked.write_text("")
+    with intervals_kept_in(StatsCache(blocked)):
+        assert bootstrap_ci(x, seed=5) == computed
+
 def _t_pvalue_closed_form(t: float, df: int) -> float:
     """Two-sided Student-t p-value in closed form (no scipy): df = 2 and df = 3."""
     if df == 2:
