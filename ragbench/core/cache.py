@@ -403,9 +403,9 @@ class DocumentCache(JsonCache):
 
 
 class StatsCache(JsonCache):
-    """A report's resampling statistics (bootstrap intervals) under ``root/stats/``, keyed by the statistic, its
-    version and parameters and the bytes of the values it resamples: a report whose configs were reused draws
-    none of its 10,000 resamples again (:func:`ragbench.evaluation.intervals.cached_bootstrap_ci`)."""
+    """A report's resampling statistics (bootstrap intervals, randomization tests) under ``root/stats/``, keyed by
+    the statistic, its version and parameters and the bytes of the values it resamples: a report whose configs were
+    reused draws none of its resamples again (:mod:`ragbench.evaluation.kept`)."""
 
     folder = "stats"
 

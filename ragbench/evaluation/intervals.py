@@ -7,22 +7,16 @@ a chunk of resamples at a time (memory stays flat whatever the number of resampl
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ragbench.core.cache import StatsCache
+from ragbench.evaluation.kept import kept
 
-__all__ = ["ConfidenceInterval", "bootstrap_ci", "intervals_kept_in"]
+__all__ = ["ConfidenceInterval", "bootstrap_ci"]
 
-#: bump when a change to :func:`bootstrap_ci` can change an interval: cached intervals of older versions are unused
+#: bump when a change to :func:`bootstrap_ci` can change an interval: kept intervals of older versions are unused
 BOOTSTRAP_VERSION = 1
 
 # Upper bound on the number of float64 cells materialised per resampling chunk
@@ -92,15 +86,21 @@ def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95,
     ConfidenceInterval
         ``mean`` is the plain sample mean (not the bootstrap mean).  With
         ``n == 0`` every field but ``n`` is NaN; with ``n == 1`` the interval
-        collapses to the single value.
+        collapses to the single value.  Inside
+        :func:`~ragbench.evaluation.kept.stats_kept_in` it is read from the
+        cache when the same values and parameters were resampled before.
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
     x = as_1d_float(values)
-    if _KEPT_IN.get() is not None:
-        return _kept(x, n_resamples, confidence, seed)
+    return kept("bootstrap_ci", BOOTSTRAP_VERSION, {"n_resamples": n_resamples, "confidence": confidence,
+                                                    "seed": seed}, [x],
+                lambda: _bootstrap(x, n_resamples, confidence, seed), ConfidenceInterval)
+
+
+def _bootstrap(x: np.ndarray, n_resamples: int, confidence: float, seed: int) -> ConfidenceInterval:
     x = x[~np.isnan(x)]
     n = int(x.size)
     if n == 0:
@@ -123,42 +123,3 @@ def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95,
     alpha = 1.0 - confidence
     low, high = np.quantile(boot_means, [alpha / 2.0, 1.0 - alpha / 2.0])
     return ConfidenceInterval(mean, float(low), float(high), n, confidence)
-
-
-_KEPT_IN: ContextVar[StatsCache | None] = ContextVar("bootstrap_intervals_kept_in", default=None)
-
-
-@contextmanager
-def intervals_kept_in(cache: StatsCache | None) -> Iterator[None]:
-    """Inside the block (this thread or task), :func:`bootstrap_ci` reads an interval from ``cache`` when it holds
-    one of the same values (their float64 bytes, NaN included), parameters and :data:`BOOTSTRAP_VERSION`, and
-    keeps each one it computes there. JSON keeps every float exactly (shortest repr round-trips), so a kept
-    interval equals a computed one bit for bit. ``None``: nothing kept."""
-    token = _KEPT_IN.set(cache)
-    try:
-        yield
-    finally:
-        _KEPT_IN.reset(token)
-
-
-def _kept(x: np.ndarray, n_resamples: int, confidence: float, seed: int) -> ConfidenceInterval:
-    """The interval through the cache :func:`intervals_kept_in` set (computed and kept when it is not there)."""
-    from ragbench.core.hashing import stable_hash
-
-    cache = _KEPT_IN.get()
-    key = stable_hash({"stat": "bootstrap_ci", "version": BOOTSTRAP_VERSION, "n_resamples": n_resamples,
-                       "confidence": confidence, "seed": seed, "values": hashlib.sha256(x.tobytes()).hexdigest(),
-                       "n_values": int(x.size)}, length=32)
-    held = cache.get(key)
-    if held is not None:
-        return ConfidenceInterval(**held)
-    token = _KEPT_IN.set(None)
-    try:
-        ci = bootstrap_ci(x, n_resamples=n_resamples, confidence=confidence, seed=seed)
-    finally:
-        _KEPT_IN.reset(token)
-    try:
-        cache.put(key, asdict(ci))
-    except OSError:  # a home read only to this user (a shared store): the interval is reported, not kept
-        pass
-    return ci

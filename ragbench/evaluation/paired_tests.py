@@ -45,6 +45,7 @@ from typing import TypeVar
 import numpy as np
 
 from ragbench.evaluation.intervals import as_1d_float, chunk_rows
+from ragbench.evaluation.kept import kept
 
 __all__ = [
     "EXACT_LIMIT",
@@ -65,6 +66,9 @@ EXACT_LIMIT = 1 << 20
 RESOLUTION = 100
 
 DEFAULT_RESAMPLES = 10_000
+#: bump when a change to :func:`paired_randomization_test` can change a result: kept results of older versions are
+#: unused (:mod:`ragbench.evaluation.kept`)
+RANDOMIZATION_VERSION = 1
 
 K = TypeVar("K", bound=Hashable)
 
@@ -185,10 +189,22 @@ def paired_randomization_test(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, see
     -------
     PairedTest
         ``n`` counts every paired query (zeros included); ``p_value`` is NaN if no paired query remains and 1.0 if
-        all differences are zero; ``n_resamples``, ``exact`` and ``p_floor`` describe the resolution.
+        all differences are zero; ``n_resamples``, ``exact`` and ``p_floor`` describe the resolution. Inside
+        :func:`~ragbench.evaluation.kept.stats_kept_in` it is read from the cache when the same values, stream and
+        parameters were tested before.
     """
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
+    a, b = as_1d_float(a), as_1d_float(b)
+    stream = {"entropy": seed.entropy, "spawn_key": list(seed.spawn_key)} \
+        if isinstance(seed, np.random.SeedSequence) else int(seed)
+    return kept("paired_randomization_test", RANDOMIZATION_VERSION,
+                {"n_resamples": n_resamples, "exact_limit": exact_limit, "seed": stream}, [a, b],
+                lambda: _randomization(a, b, n_resamples, seed, exact_limit), PairedTest)
+
+
+def _randomization(a: np.ndarray, b: np.ndarray, n_resamples: int, seed: int | np.random.SeedSequence,
+                   exact_limit: int) -> PairedTest:
     d_all = paired_diffs(a, b)
     n_all = int(d_all.size)
     if n_all == 0:

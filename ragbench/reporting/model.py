@@ -31,7 +31,7 @@ from ragbench.data.holdout import heldout_key
 from ragbench.data.labels import synthetic_warnings
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.comparison import Comparison, compare_configs
-from ragbench.evaluation.intervals import intervals_kept_in
+from ragbench.evaluation.kept import stats_kept_in
 from ragbench.reporting.columns import leaderboard_measures, shown_measures
 from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
 from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
@@ -234,10 +234,15 @@ def build_report(store: ResultStore, sweep_id: str, options: ReportOptions | Non
     :class:`ReportOptions`) say what is compared and how. Statistics are computed for ``measures`` (default: the
     primary measure plus the :data:`~ragbench.reporting.columns.LEADERBOARD_MEASURES` present in the sweep,
     ``recall@{max_k}`` being its deepest recall); failed configs are listed but excluded from the statistics. Its
-    reads share one connection (:meth:`~ragbench.results.store.ResultStore.reading`).
+    reads share one connection (:meth:`~ragbench.results.store.ResultStore.reading`); its bootstrap intervals and
+    randomization tests are kept in ``<store's folder>/cache/stats`` (:mod:`ragbench.evaluation.kept`).
     """
+    from ragbench.core.cache import StatsCache  # noqa: PLC0415 (pyarrow's parquet: only once a report is built)
+
     opts = replace(options or ReportOptions(), **fields)
-    with store.reading():
+    # intervals and tests kept in the home's cache (beside the store, as the report's plots): a report of reused
+    # configs draws none of its resamples again
+    with store.reading(), stats_kept_in(StatsCache(store.path.parent / "cache")):
         return _build_report(store, sweep_id, opts)
 
 
@@ -326,11 +331,7 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
         raise RagbenchError(f"{primary} cannot be compared in sweep {sweep_id}: no config reached "
                             f"{document_cutoff(primary)} distinct documents for every query; fetch deeper with "
                             f"retrievers[].documents: {document_cutoff(primary)}")
-    from ragbench.core.cache import StatsCache  # noqa: PLC0415 (pyarrow's parquet: only once a report compares)
-
-    # the home's cache (beside the store, as the report's plots): reused configs' intervals are not drawn again
-    with intervals_kept_in(StatsCache(store.path.parent / "cache")):
-        comparisons, summary = _compare(pq, measures, shallow, names, opts)
+    comparisons, summary = _compare(pq, measures, shallow, names, opts)
     held = heldout_key(primary)
     labels = dict(configs.select("config_id", "label").iter_rows())
     winner = None

@@ -112,7 +112,7 @@ def _cache(settings: Settings, repair: bool, report: DoctorReport) -> None:
     root = Path(settings.home) / "cache"
     for what, cache in (("chunk tables", ChunkCache(root)), ("vector segments", VectorCache(root)),
                         ("converted documents", DocumentCache(root)), ("report plots", PlotCache(root)),
-                        ("report intervals", StatsCache(root))):
+                        ("report statistics", StatsCache(root))):
         n, damaged = cache.verify(repair=repair)
         report.checked[what] = n
         for path, why in damaged.items():

@@ -231,32 +231,34 @@ def test_a_report_opens_the_results_file_once(store, monkeypatch):
     assert len(opened) >= 2
 
 
-def test_report_intervals_are_kept_by_their_values_and_a_damaged_one_is_computed_again(store, monkeypatch):
-    """A report whose configs did not change reads every bootstrap interval from the home's cache, bit for bit
-    what computing gives; a damaged entry is quarantined and that interval alone computed again; a new config's
-    values compute only its own."""
+def test_report_statistics_are_kept_by_their_values_and_a_damaged_one_is_computed_again(store, monkeypatch):
+    """A report whose configs did not change reads every bootstrap interval and randomization test from the
+    home's cache, bit for bit what computing gives; a damaged entry is quarantined and that statistic alone computed
+    again; a new config computes only what involves its new values."""
     from ragbench.core.cache import StatsCache
-    from ragbench.evaluation import intervals
+    from ragbench.evaluation import intervals, paired_tests
 
-    computed: list[int] = []  # the values resampled by each interval drawn (chunk_rows: once per interval)
-    real = intervals.chunk_rows
-    monkeypatch.setattr(intervals, "chunk_rows", lambda n: computed.append(n) or real(n))
+    computed: list[str] = []  # each statistic drawn: its resampling function called
+    for module, name in ((intervals, "_bootstrap"), (paired_tests, "_randomization")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, real=real, name=name: computed.append(name) or real(*a))
     first = build_report(store, "syn-1")
     cache = StatsCache(store.path.parent / "cache")
     n_kept, damaged = cache.verify()
-    assert n_kept == len(computed) > 0 and damaged == {}
+    # 3 configs x 2 measures: 6 intervals, and each measure's 2 pairs against the best
+    assert sorted(computed) == ["_bootstrap"] * 6 + ["_randomization"] * 4 and n_kept == 10 and damaged == {}
     per_query = store.query("SELECT config_id, query_id, measure, value FROM query_metrics WHERE sweep_id = 'syn-1'")
-    direct = compare_configs(per_query, first.primary)  # no cache: computed here
-    assert {(s.config_id, s.ci.low, s.ci.high) for s in direct.configs} == {
-        (s.config_id, s.ci.low, s.ci.high) for s in first.comparisons[first.primary].configs}
+    direct = compare_configs(per_query, first.primary)  # outside a report: nothing kept, computed here
+    assert direct.configs == first.comparisons[first.primary].configs
+    assert direct.pairs == first.comparisons[first.primary].pairs
 
     computed.clear()
     again = build_report(store, "syn-1")
     assert computed == []
-    assert again.summary.equals(first.summary)
+    assert again.summary.equals(first.summary) and again.comparisons == first.comparisons
     entry = sorted(cache.root.rglob("*.json"))[0]
-    entry.write_text(entry.read_text().replace("0.", "1.", 1))  # one digit changed on disk
-    assert build_report(store, "syn-1").summary.equals(first.summary)
+    entry.write_text(entry.read_text().replace("0", "1", 1))  # one digit changed on disk
+    assert build_report(store, "syn-1").comparisons == first.comparisons
     assert len(computed) == 1 and cache.verify() == (n_kept, {})
 
     computed.clear()  # config E: new nDCG values, the recall values of config A (the same interval: kept)
@@ -265,4 +267,5 @@ def test_report_intervals_are_kept_by_their_values_and_a_damaged_one_is_computed
                                              measures=_per_query([0.6] * 10 + [0.7] * 10, RECALL["A"]),
                                              rankings=run, n_queries=N + 1, n_unlabelled=1, ms_per_query=1.0))
     build_report(store, "syn-1")
-    assert computed == [N] and cache.verify() == (n_kept + 1, {})
+    # its nDCG interval, and its test against the best on each measure (a new pair: its own stream)
+    assert sorted(computed) == ["_bootstrap", "_randomization", "_randomization"]

@@ -15,6 +15,7 @@ from ragbench.evaluation.intervals import ConfidenceInterval, bootstrap_ci
 from ragbench.evaluation.paired_tests import (
     PairedTest,
     holm_correction,
+    pair_seed,
     paired_randomization_test,
     paired_t_test,
     required_resamples,
@@ -102,17 +103,18 @@ def test_bootstrap_ci_degenerate_sizes():
 
 
 
-def test_intervals_kept_in_a_cache_equal_computed_ones_and_a_cache_that_cannot_be_written_changes_nothing(tmp_path):
-    """Inside intervals_kept_in, the first interval of some values is computed and kept, the next read back (equal
+def test_statistics_kept_in_a_cache_equal_computed_ones_and_a_cache_that_cannot_be_written_changes_nothing(tmp_path):
+    """Inside stats_kept_in, the first interval of some values is computed and kept, the next read back (equal
     bit for bit, NaN queries included); other parameters or values are other entries; an empty interval (no
-    labelled query, NaN fields) survives the trip; a cache that cannot be written only stops keeping."""
+    labelled query, NaN fields) survives the trip; a cache that cannot be written only stops keeping; randomization
+    tests are kept by both arrays and their stream."""
     from ragbench.core.cache import StatsCache
-    from ragbench.evaluation.intervals import intervals_kept_in
+    from ragbench.evaluation.kept import stats_kept_in
 
     x = np.concatenate([np.random.default_rng(4).beta(2, 3, size=60), [np.nan]])
     computed = bootstrap_ci(x, seed=5)
     cache = StatsCache(tmp_path)
-    with intervals_kept_in(cache):
+    with stats_kept_in(cache):
         assert bootstrap_ci(x, seed=5) == computed and cache.verify() == (1, {})
         assert bootstrap_ci(x, seed=5) == computed and cache.verify() == (1, {})
         assert bootstrap_ci(x, seed=6) == bootstrap_ci(x, seed=6, n_resamples=10_000) != computed
@@ -122,8 +124,16 @@ def test_intervals_kept_in_a_cache_equal_computed_ones_and_a_cache_that_cannot_b
     assert again.n == empty.n == 0 and math.isnan(again.low) and cache.verify() == (4, {})
     blocked = tmp_path / "a file"
     blocked.write_text("")
-    with intervals_kept_in(StatsCache(blocked)):
+    with stats_kept_in(StatsCache(blocked)):
         assert bootstrap_ci(x, seed=5) == computed
+    # a randomization test on a pair's own stream: kept by both arrays and the stream
+    b = x + np.random.default_rng(5).normal(0, 0.05, size=x.size)
+    tests = {name: paired_randomization_test(x, b, seed=pair_seed(0, *name)) for name in (("p", "q"), ("p", "r"))}
+    with stats_kept_in(cache):
+        for _ in range(2):
+            assert {name: paired_randomization_test(x, b, seed=pair_seed(0, *name)) for name in tests} == tests
+            assert paired_randomization_test(b, x, seed=pair_seed(0, "p", "q")).mean_diff == -tests["p", "q"].mean_diff
+    assert tests["p", "q"].p_value != tests["p", "r"].p_value and cache.verify() == (7, {})
 
 def _t_pvalue_closed_form(t: float, df: int) -> float:
     """Two-sided Student-t p-value in closed form (no scipy): df = 2 and df = 3."""
