@@ -7,7 +7,8 @@ Three kinds of process run under the same load, each timed from spawn to exit (i
   retrieval, judging, metrics, DuckDB, HTML report; MLflow off);
 * **warm**: the same sweep again in the same home (every config's stored results reused).
 
-raw and cold alternate (``--pairs``) so drifting load hits both alike; the ratios use the medians. Targets:
+raw and cold alternate (``--pairs``) so drifting load hits both alike; the warm sweep runs ``--warm-runs`` times
+(default 3); the ratios use the medians. Targets:
 cold / raw <= 1.10 and warm / cold <= 0.03. The Prefect start-up cost is measured apart: the warm sweep through
 ``ragbench sweep --orchestrator prefect`` (first Prefect start in the home, then again) minus the same through
 ``--orchestrator local``. Also printed: how long each ``ragbench sweep`` command took to print its first line.
@@ -155,6 +156,8 @@ def main() -> None:
                          "--grid scifact/squad, off for whole)")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--pairs", type=int, default=1, help="raw/cold pairs, alternated")
+    ap.add_argument("--warm-runs", type=int, default=3, help="warm sweeps in the first pair's home (the median "
+                                                                 "is used: one warm process swings by a second)")
     ap.add_argument("--no-prefect", action="store_true", help="skip the Prefect start-up measurement")
     ap.add_argument("--profile", type=Path, help="run the cold and warm sweeps under cProfile, writing "
                                                  "cold-N.prof / warm.prof here (their times then include it)")
@@ -188,10 +191,14 @@ def main() -> None:
             cold_inner.append(inner)
             print(f"  cold sweep {i + 1}: {secs:.1f} s (run_sweep {inner:.1f} s)", flush=True)
         home = work / "home-0"
-        warm, _, out = timed_process([sys.executable, *prof("warm"), str(work / "sweep_child.py"), str(cfg), str(home)],
-                                     label="warm")
-        warm_inner = float(out.split("RUN_SWEEP ")[1].split()[0])
-        print(f"  warm sweep: {warm:.1f} s (run_sweep {warm_inner:.2f} s)", flush=True)
+        warms, warm_inners = [], []
+        for i in range(args.warm_runs):
+            secs, _, out = timed_process([sys.executable, *prof(f"warm-{i}" if i else "warm"),
+                                          str(work / "sweep_child.py"), str(cfg), str(home)], label="warm")
+            warms.append(secs)
+            warm_inners.append(float(out.split("RUN_SWEEP ")[1].split()[0]))
+            print(f"  warm sweep {i + 1}: {secs:.1f} s (run_sweep {warm_inners[-1]:.2f} s)", flush=True)
+        warm, warm_inner = statistics.median(warms), statistics.median(warm_inners)
         local, local_first, _ = timed_process([str(RAGBENCH), "sweep", str(cfg), "--orchestrator", "local",
                                                "--home", str(home)])
         print(f"  warm `ragbench sweep --orchestrator local`: {local:.1f} s, first line after {local_first:.2f} s",
