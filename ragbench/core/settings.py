@@ -142,8 +142,8 @@ class Settings:
 
     def apply(self) -> "Settings":
         """Apply the process-wide parts: Hugging Face offline mode (unless the user set it), tokenizer threads,
-        third-party progress bars and log levels off the terminal, MLflow's HTTP retries and timeout, the ragbench
-        log level and progress bars. Returns ``self``."""
+        third-party progress bars and log levels off the terminal, MLflow's telemetry off (unless the user set it),
+        its HTTP retries and timeout, the ragbench log level and progress bars. Returns ``self``."""
         from ragbench.core import progress
 
         os.environ.setdefault("HF_HUB_OFFLINE", "0" if self.allow_download else "1")
@@ -153,6 +153,10 @@ class Settings:
         os.environ.setdefault("TQDM_DISABLE", "1")
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        # MLflow 3 starts a telemetry client when imported outside CI (a config fetched from mlflow.org, usage
+        # posted there): an overnight batch on shared, often offline machines sends nothing out, as Prefect's
+        # analytics are off (flows/settings.py); MLFLOW_DISABLE_TELEMETRY=false turns it back on
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         # MLflow's HTTP client reads its retry bound from the environment: a dead server fails in seconds
         os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(self.mlflow_http_retries)
         os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = f"{self.mlflow_http_timeout:g}"

@@ -50,3 +50,28 @@ def test_a_template_mlflow_cannot_open_is_dropped_and_the_store_made_as_before(t
     tracker = open_tracker(_settings(tmp_path / "home"), "ragbench/x")
     assert tracker is not None and tracker.client.get_experiment(tracker.experiment_id).name == "ragbench/x"
     assert not template.exists()
+
+
+#: what MLflow reads as "in CI or a test" (mlflow.telemetry.utils), where it never starts telemetry anyway
+CI_MARKERS = ("PYTEST_CURRENT_TEST", "GITHUB_ACTIONS", "CI", "CIRCLECI", "GITLAB_CI", "JENKINS_URL", "TRAVIS",
+              "TF_BUILD", "BITBUCKET_BUILD_NUMBER", "CODEBUILD_BUILD_ARN", "BUILDKITE", "TEAMCITY_VERSION",
+              "CLOUD_RUN_EXECUTION", "RUNBOT_HOST_URL", "RUNBOT_BUILD_NAME", "RUNBOT_WORKER_ID")
+
+
+def test_a_ragbench_process_starts_no_mlflow_telemetry_unless_the_user_asks(tmp_path):
+    """Outside CI, importing MLflow 3 starts a telemetry client that calls mlflow.org; after Settings.apply (every
+    ragbench command and run_sweep) it starts none, and MLFLOW_DISABLE_TELEMETRY=false (the user's choice) stands.
+    Run in a fresh process without CI markers, as a user's shell would be."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from ragbench.core.settings import Settings; Settings.from_env(home=sys.argv[1]).apply(); "
+            "import mlflow.telemetry; print(mlflow.telemetry.get_telemetry_client() is None)")
+    env = {k: v for k, v in os.environ.items() if k not in CI_MARKERS and k != "MLFLOW_DISABLE_TELEMETRY"}
+    for choice, none in ((None, "True"), ("false", "False")):
+        run_env = env if choice is None else {**env, "MLFLOW_DISABLE_TELEMETRY": choice}
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "home")], env=run_env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip().splitlines()[-1] == none, (choice, out.stdout, out.stderr[-2000:])
