@@ -48,6 +48,7 @@ rather than a Python loop over queries.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -155,21 +156,42 @@ def _ranked(chunk_run: pl.DataFrame, chunks: pl.DataFrame, bases: pl.DataFrame) 
             .sort(["query_id", "rank"]))
 
 
-def _line_spans(spans: pl.DataFrame, bases: pl.DataFrame, qindex: Mapping[str, int]) -> tuple[np.ndarray, ...]:
-    """The merged evidence of the reported queries on the global line: (query index, start, end) arrays."""
-    ev = (spans.join(bases, on="doc_id", how="left")
-          .filter(pl.col("query_id").is_in(list(qindex)))
-          .select(pl.col("query_id").replace_strict(dict(qindex), return_dtype=pl.Int64),
-                  pl.col("start") + pl.col("base"), pl.col("end") + pl.col("base")))
-    return tuple(ev[c].to_numpy().astype(np.int64) for c in ev.columns)
+def _indexed(table: pl.DataFrame, qindex: Mapping[str, int]) -> pl.DataFrame:
+    """The rows of the reported queries, with ``qi``: each query's place in ``qindex``."""
+    return (table.filter(pl.col("query_id").is_in(list(qindex)))
+            .with_columns(pl.col("query_id").replace_strict(dict(qindex), return_dtype=pl.Int64).alias("qi")))
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """The reported queries (``ids``, their index ``qindex``) and their merged evidence on the global line:
+    ``group`` (query index), ``starts``, ``ends`` per span; per query ``length`` = |E| and ``spans`` = merged spans
+    (0: unlabelled)."""
+
+    ids: list[str]
+    qindex: dict[str, int]
+    group: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    length: np.ndarray
+    spans: np.ndarray
+
+    @classmethod
+    def of(cls, merged: pl.DataFrame, bases: pl.DataFrame, ids: list[str]) -> "_Evidence":
+        qindex = {q: i for i, q in enumerate(ids)}
+        ev = _indexed(merged.join(bases, on="doc_id", how="left"), qindex)
+        group = ev["qi"].to_numpy().astype(np.int64)
+        starts = (ev["start"] + ev["base"]).to_numpy().astype(np.int64)
+        ends = (ev["end"] + ev["base"]).to_numpy().astype(np.int64)
+        n = len(ids)
+        return cls(ids, qindex, group, starts, ends, union_lengths(group, starts, ends, n),
+                   np.bincount(group, minlength=n))
 
 
 def _ranked_rows(ranked: pl.DataFrame, qindex: Mapping[str, int], *extra: str) -> pl.DataFrame:
     """The ranked rows of the reported queries, with ``qi`` (query index) and ``pos`` (1-based place in the
     canonical order), ordered by (query, place)."""
-    return (ranked.filter(pl.col("query_id").is_in(list(qindex)))
-            .with_columns(pl.col("query_id").replace_strict(dict(qindex), return_dtype=pl.Int64).alias("qi"))
-            .sort(["qi", "rank"])
+    return (_indexed(ranked, qindex).sort(["qi", "rank"])
             .with_columns((pl.int_range(pl.len()).over("qi") + 1).alias("pos"))
             .select("qi", "pos", "gs", "ge", *extra))
 
@@ -189,15 +211,15 @@ def union_lengths(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n_gro
     return out
 
 
-def _overlap(evidence: tuple[np.ndarray, ...], group: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-             n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per group: ``|E ∩ R|`` and ``|R|`` for its evidence ``E`` and the union ``R`` of its ``[starts, ends)``,
+def _overlap(evidence: _Evidence, group: np.ndarray, starts: np.ndarray, ends: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Per query: ``|E ∩ R|`` and ``|R|`` for its evidence ``E`` and the union ``R`` of its ``[starts, ends)``,
     by ``|E ∩ R| = |E| + |R| - |E ∪ R|``."""
-    eq, es, ee = evidence
-    e_len = union_lengths(eq, es, ee, n_groups)
-    r_len = union_lengths(group, starts, ends, n_groups)
-    union = union_lengths(np.r_[eq, group], np.r_[es, starts], np.r_[ee, ends], n_groups)
-    return e_len + r_len - union, r_len
+    n = len(evidence.ids)
+    r_len = union_lengths(group, starts, ends, n)
+    union = union_lengths(np.r_[evidence.group, group], np.r_[evidence.starts, starts], np.r_[evidence.ends, ends],
+                          n)
+    return evidence.length + r_len - union, r_len
 
 
 def _query_ids(query_ids: Sequence[str] | None, chunk_run: pl.DataFrame, spans: pl.DataFrame) -> list[str]:
@@ -213,11 +235,13 @@ def _positive(values: Sequence[int], what: str) -> list[int]:
     return vals
 
 
-def _long(query_ids: list[str], names: list[str], values: np.ndarray) -> pl.DataFrame:
-    """Per-query rows (``query_id, measure, value``) from a (query x measure) matrix: query by query, measures in
-    the order of ``names``."""
-    return pl.DataFrame({"query_id": np.repeat(np.asarray(query_ids, dtype=object), len(names)).tolist(),
-                         "measure": names * len(query_ids), "value": values.reshape(-1)}, schema=PER_QUERY_SCHEMA)
+def _long(evidence: _Evidence, names: list[str], columns: Mapping[str, np.ndarray]) -> pl.DataFrame:
+    """Per-query rows (``query_id, measure, value``), query by query, measures in the order of ``names``; NaN for
+    every measure of a query without evidence."""
+    values = np.column_stack([np.asarray(columns[name], dtype=np.float64) for name in names])
+    values[evidence.spans == 0] = math.nan
+    return pl.DataFrame({"query_id": np.repeat(np.asarray(evidence.ids, dtype=object), len(names)).tolist(),
+                         "measure": names * len(evidence.ids), "value": values.reshape(-1)}, schema=PER_QUERY_SCHEMA)
 
 
 def _coverage(starts: np.ndarray, ends: np.ndarray):
@@ -273,48 +297,41 @@ def span_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans: pl.DataFr
     c = _chunk_table(chunks)
     ev = merge_spans(spans)
     bases = _bases(c, ev)
-    qids = _query_ids(query_ids, chunk_run, spans)
-    qindex = {q: i for i, q in enumerate(qids)}
-    n = len(qids)
-    evidence = _line_spans(ev, bases, qindex)
-    eq, es, ee = evidence
-    e_len = union_lengths(eq, es, ee, n)
-    labelled = np.bincount(eq, minlength=n) > 0
-    run = _ranked_rows(_ranked(chunk_run, c, bases), qindex).filter(pl.col("pos") <= max(cutoffs))
+    evidence = _Evidence.of(ev, bases, _query_ids(query_ids, chunk_run, spans))
+    run = _ranked_rows(_ranked(chunk_run, c, bases), evidence.qindex).filter(pl.col("pos") <= max(cutoffs))
     rq, pos, gs, ge = (run[col].to_numpy().astype(np.int64) for col in ("qi", "pos", "gs", "ge"))
     first_holder = _first_holder(evidence, rq, pos, gs, ge)
-    n_spans = np.bincount(eq, minlength=n)
+    n = len(evidence.ids)
     columns: dict[str, np.ndarray] = {}
     with np.errstate(divide="ignore", invalid="ignore"):
         for k in cutoffs:
             top = pos <= k
-            inter, r_len = _overlap(evidence, rq[top], gs[top], ge[top], n)
-            columns[f"span_recall@{k}"] = inter / e_len
+            inter, r_len = _overlap(evidence, rq[top], gs[top], ge[top])
+            columns[f"span_recall@{k}"] = inter / evidence.length
             columns[f"span_precision@{k}"] = np.where(r_len > 0, inter / r_len, 0.0)
-            columns[f"span_iou@{k}"] = inter / (e_len + r_len - inter)
-            columns[f"span_contained@{k}"] = np.bincount(eq, weights=(first_holder <= k).astype(np.float64), minlength=n) / n_spans
+            columns[f"span_iou@{k}"] = inter / (evidence.length + r_len - inter)
+            held = np.bincount(evidence.group, weights=(first_holder <= k).astype(np.float64), minlength=n)
+            columns[f"span_contained@{k}"] = held / evidence.spans
         if reachable:
             line = c.join(bases, on="doc_id", how="left")
             covered = _coverage((line["start"] + line["base"]).to_numpy(), (line["end"] + line["base"]).to_numpy())
             reach = np.zeros(n, dtype=np.int64)
-            np.add.at(reach, eq, covered(ee) - covered(es))
-            columns[SPAN_REACHABLE] = reach / e_len
+            np.add.at(reach, evidence.group, covered(evidence.ends) - covered(evidence.starts))
+            columns[SPAN_REACHABLE] = reach / evidence.length
     names = [f"{m}@{k}" for m in SPAN_MEASURES for k in cutoffs] + ([SPAN_REACHABLE] if reachable else [])
-    values = np.column_stack([columns[name].astype(np.float64) for name in names])
-    values[~labelled] = math.nan
-    return _long(qids, names, values)
+    return _long(evidence, names, columns)
 
 
-def _first_holder(evidence: tuple[np.ndarray, ...], rq: np.ndarray, pos: np.ndarray, gs: np.ndarray,
-                  ge: np.ndarray) -> np.ndarray:
+def _first_holder(evidence: _Evidence, rq: np.ndarray, pos: np.ndarray, gs: np.ndarray, ge: np.ndarray
+                  ) -> np.ndarray:
     """Per merged evidence span: the first place in its query's ranking of a chunk that holds it whole
     (``inf`` when none does)."""
-    eq, es, ee = evidence
-    spans = pl.DataFrame({"qi": eq, "i": np.arange(len(eq)), "es": es, "ee": ee})
+    spans = pl.DataFrame({"qi": evidence.group, "i": np.arange(len(evidence.group)), "es": evidence.starts,
+                          "ee": evidence.ends})
     chunks = pl.DataFrame({"qi": rq, "pos": pos, "gs": gs, "ge": ge})
     held = (spans.join(chunks, on="qi").filter((pl.col("gs") <= pl.col("es")) & (pl.col("ee") <= pl.col("ge")))
             .group_by("i").agg(pl.col("pos").min()))
-    first = np.full(len(eq), np.inf)
+    first = np.full(len(evidence.group), np.inf)
     first[held["i"].to_numpy()] = held["pos"].to_numpy()
     return first
 
@@ -340,14 +357,10 @@ def budget_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans: pl.Data
         raise ValueError(f"token_counts lacks {len(missing)} ranked chunk id(s), e.g. {missing[:3]}")
     if any(int(token_counts[i]) < 0 for i in ranked["chunk_id"].unique().to_list()):
         raise ValueError("token_counts holds a negative count")
-    qids = _query_ids(query_ids, chunk_run, spans)
-    qindex = {q: i for i, q in enumerate(qids)}
-    n_q = len(qids)
-    evidence = _line_spans(ev, bases, qindex)
-    e_len = union_lengths(*evidence, n_q)
+    evidence = _Evidence.of(ev, bases, _query_ids(query_ids, chunk_run, spans))
     run = _ranked_rows(ranked.with_columns(pl.col("chunk_id").replace_strict(dict(token_counts), default=None,
                                                                              return_dtype=pl.Int64).alias("tokens")),
-                       qindex, "tokens", "chunk_id")
+                       evidence.qindex, "tokens", "chunk_id")
     run = run.with_columns(pl.col("tokens").cum_sum().over("qi").alias("cum"))
     cut_at = _token_cutter(chunks, tokenizer) if tokenizer else None
     columns: dict[str, np.ndarray] = {}
@@ -364,13 +377,11 @@ def budget_metrics(chunk_run: pl.DataFrame, chunks: pl.DataFrame, spans: pl.Data
             cq, cs = cut["qi"].to_numpy()[keep > 0], cut["gs"].to_numpy()[keep > 0]
             group = np.r_[whole["qi"].to_numpy(), cq].astype(np.int64)
             inter, _ = _overlap(evidence, group, np.r_[whole["gs"].to_numpy(), cs].astype(np.int64),
-                                np.r_[whole["ge"].to_numpy(), cs + keep[keep > 0]].astype(np.int64), n_q)
-            columns[f"evidence_recall@{n}tok"] = inter / e_len
-            columns[f"chunks_in_budget@{n}tok"] = np.bincount(group, minlength=n_q).astype(np.float64)
+                                np.r_[whole["ge"].to_numpy(), cs + keep[keep > 0]].astype(np.int64))
+            columns[f"evidence_recall@{n}tok"] = inter / evidence.length
+            columns[f"chunks_in_budget@{n}tok"] = np.bincount(group, minlength=len(evidence.ids)).astype(np.float64)
     names = [f"{m}@{n}tok" for m in ("evidence_recall", "chunks_in_budget") for n in budgets]
-    values = np.column_stack([columns[name] for name in names])
-    values[np.bincount(evidence[0], minlength=n_q) == 0] = math.nan
-    return _long(qids, names, values)
+    return _long(evidence, names, columns)
 
 
 def _kept_characters(cut: pl.DataFrame, cut_at) -> np.ndarray:
