@@ -7,6 +7,9 @@ Three kinds of process run under the same load, each timed from spawn to exit (i
   retrieval, judging, metrics, DuckDB, HTML report; MLflow off);
 * **warm**: the same sweep again in the same home (every config's stored results reused).
 
+Each exits as the ``ragbench`` command does, without CPython's last full garbage collection
+(:mod:`ragbench.core.exit`; 1-1.5 s of a process with MLflow or torch loaded).
+
 raw and cold alternate (``--pairs``) so drifting load hits both alike; the warm sweep runs ``--warm-runs`` times
 (default 3); the ratios use the medians. Targets:
 cold / raw <= 1.10 and warm / cold <= 0.03. The Prefect start-up cost is measured apart: the warm sweep through
@@ -64,7 +67,10 @@ retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 output: {{mlflow: {mlflow}}}
 """
 
+# every timed process exits as the ragbench command does (without CPython's last full GC scan), raw included
 RAW = """import sys, json
+from ragbench.core.exit import skip_final_collection_at_exit
+skip_final_collection_at_exit()
 from ragbench.core.models import load_sentence_transformer
 texts = json.load(open(sys.argv[1]))
 model = load_sentence_transformer(sys.argv[2])
@@ -73,6 +79,8 @@ model.encode(texts["queries"], batch_size=32, convert_to_numpy=True, show_progre
 """
 
 SWEEP_CHILD = """import sys, time
+from ragbench.core.exit import skip_final_collection_at_exit
+skip_final_collection_at_exit()
 from ragbench import Settings, load_config, publish_sweep, run_sweep
 cfg = load_config(sys.argv[1])
 settings = Settings.from_env(home=sys.argv[2]).replace(qdrant_url=None, qdrant_api_key=None,
