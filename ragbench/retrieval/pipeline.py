@@ -222,7 +222,8 @@ def retrieve(cfg, ds: Dataset, res: RetrievalResources, diagnostics_k: int = 10)
                                max_level=r.parents.max_level, align=r.parents.align)
         run = small_to_big(run, parents)
         judged = parent_chunks(parents)
-    run = canonical_order(run)
+    if r.rerank or r.parents:  # a new run; the first stage's is in canonical order already
+        run = canonical_order(run)
     unfiltered = None
     if r.filter:
         qids = ds.queries["query_id"].to_list()
