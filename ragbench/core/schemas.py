@@ -129,14 +129,18 @@ def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:
     run = run.select([pl.col(c).cast(t) for c, t in RUN_SCHEMA.items()])
     if run.height == 0:
         return run
-    if run["rank"].min() < 1:
-        raise ValueError(f"{what}: ranks are 1-based; found rank {run['rank'].min()}")
-    dup = run.filter(pl.struct("query_id", "chunk_id").is_duplicated())
-    if dup.height:
+    # the three checks in one pass (a run of one query is checked on every served query); details only on failure
+    lowest, chunk_twice, rank_twice = run.select(
+        pl.col("rank").min(), pl.struct("query_id", "chunk_id").is_duplicated().any().alias("chunk_twice"),
+        pl.struct("query_id", "rank").is_duplicated().any().alias("rank_twice")).row(0)
+    if lowest < 1:
+        raise ValueError(f"{what}: ranks are 1-based; found rank {lowest}")
+    if chunk_twice:
+        dup = run.filter(pl.struct("query_id", "chunk_id").is_duplicated())
         q, c = dup.row(0, named=True)["query_id"], dup.row(0, named=True)["chunk_id"]
         raise ValueError(f"{what}: chunk {c!r} is listed more than once for query {q!r}")
-    dup = run.filter(pl.struct("query_id", "rank").is_duplicated())
-    if dup.height:
+    if rank_twice:
+        dup = run.filter(pl.struct("query_id", "rank").is_duplicated())
         raise ValueError(f"{what}: rank {dup['rank'][0]} appears twice for query {dup['query_id'][0]!r}")
     return run
 

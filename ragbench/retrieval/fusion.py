@@ -81,7 +81,7 @@ def _long(runs: Sequence[pl.DataFrame], drop_nonpositive: bool | Sequence[bool])
         run = check_run(run, f"fusion input {i}")
         if flags[i]:
             run = run.filter(pl.col("score") > 0)
-        run = canonical_order(run).select([pl.col(c).cast(t) for c, t in RUN_SCHEMA.items()])
+        run = canonical_order(run)  # keeps check_run's columns, types and their order
         parts.append(run.with_columns(pl.lit(i, dtype=pl.Int32).alias("list")))
     long = pl.concat(parts)
     clash = long.group_by("query_id", "chunk_id").agg(pl.col("doc_id").n_unique().alias("n")).filter(pl.col("n") > 1)

@@ -85,6 +85,11 @@ def test_bad_inputs_are_named():
         rrf([DENSE.drop("doc_id")])
     with pytest.raises(ValueError, match="listed more than once"):
         check_run(pl.concat([DENSE, DENSE.with_columns(pl.col("rank") + 10)]))
+    with pytest.raises(ValueError, match="rank 1 appears twice for query 'q1'"):
+        check_run(DENSE.with_columns(pl.when(pl.col("rank") == 2).then(1).otherwise(pl.col("rank")).alias("rank")))
+    with pytest.raises(ValueError, match="ranks are 1-based; found rank 0"):
+        check_run(DENSE.with_columns(pl.col("rank") - 1))
+    assert check_run(DENSE).equals(DENSE)  # a valid run passes unchanged
     other_doc = DENSE.with_columns(pl.lit("dX").alias("doc_id"))
     with pytest.raises(ValueError, match="different doc_ids"):
         rrf([DENSE, other_doc])
