@@ -145,10 +145,6 @@ def check_run(run: pl.DataFrame, what: str = "run") -> pl.DataFrame:
     return run
 
 
-#: The sort key :func:`canonical_order` adds and drops again.
-_TIE_KEY = "__score_f32"
-
-
 def canonical_order(run: pl.DataFrame, ids: str | Sequence[str] = ("doc_id", "chunk_id"), *,
                     query: str = "query_id") -> pl.DataFrame:
     """The one order of every run before judging or serving: trec_eval 9's, so ragbench and trec_eval agree.
@@ -179,10 +175,8 @@ def canonical_order(run: pl.DataFrame, ids: str | Sequence[str] = ("doc_id", "ch
     if "score" in run.columns:
         key = pl.col("score").cast(pl.Float64).cast(pl.Float32)
         key = pl.when(key == 0).then(pl.lit(0.0, pl.Float32)).otherwise(key).fill_nan(None)
-        out = (run.with_columns(key.alias(_TIE_KEY))
-               .sort([query, _TIE_KEY, *keys], descending=[False, True, *[True] * len(keys)], nulls_last=True,
-                     maintain_order=True)
-               .drop(_TIE_KEY))
+        out = run.sort([pl.col(query), key, *keys], descending=[False, True, *[True] * len(keys)], nulls_last=True,
+                       maintain_order=True)
     elif "rank" in run.columns:
         out = run.sort([query, "rank"], maintain_order=True)
     else:
