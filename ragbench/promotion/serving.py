@@ -6,7 +6,9 @@ A configuration is the ``spec`` dict stored in ``configs.spec_json`` (chunker, e
 chunks come from the content-addressed chunk cache (key = dataset fingerprint + chunker spec, as in
 :func:`ragbench.sweep.orchestrator.chunk_stage`); a dense configuration searches the Qdrant collection the sweep built
 (:func:`ragbench.index.qdrant.collection_name`), a BM25 configuration rebuilds its bm25s index over the cached chunks.
-Nothing is re-embedded but the queries, and those go through the vector cache as well.
+Nothing is re-embedded but the queries: a query a sweep embedded is served with its cached vector (so an evaluated
+query is answered exactly as it was judged); any other is encoded by the model and not stored (see
+:meth:`ProductionRetriever.query_vectors`).
 
 :class:`RetrieverModel` wraps the retriever as an ``mlflow.pyfunc.PythonModel`` so that a promoted config is a
 loadable model (``mlflow.pyfunc.load_model("models:/ragbench-retriever@production")``), not a label.
@@ -118,6 +120,7 @@ class ProductionRetriever:
 
         self.spec = spec
         self.dataset_fingerprint = dataset_fingerprint
+        self._cached_queries: set[str] | None = None  # the vector cache's query hashes, read on first use
         self.settings = settings
         self.home = Path(settings.home)
         self.chunks = chunks
@@ -193,10 +196,7 @@ class ProductionRetriever:
                                       "answers": [[]] * len(qids)}, schema=QUERY_SCHEMA),
                         pl.DataFrame(schema=QRELS_SCHEMA), pl.DataFrame(schema=SPANS_SCHEMA), self.dataset_fingerprint)
         if self.parsed.embedder is not None:
-            from ragbench.embedding.embed import embed_texts
-
-            self._resources.query_vectors, _ = embed_texts(queries, self.parsed.embedder, "query",
-                                                           self._resources.vector_cache)
+            self._resources.query_vectors = self.query_vectors(queries)
         out = retrieve(self.config, asked, self._resources)
         texts = out.judged_chunks.select("chunk_id", "text")
         named = pl.DataFrame({"query_index": range(len(queries)), "query": queries},
@@ -208,6 +208,36 @@ class ProductionRetriever:
                 .sort(["query_index", "rank"])
                 .select(list(RESULT_SCHEMA))
                 .cast(RESULT_SCHEMA))
+
+    def query_vectors(self, queries: list[str]):
+        """Row i = the vector of ``queries[i]``: from the vector cache when a sweep embedded that text with this
+        model (the vector it was judged with), else from the model, one call for all of them, and not stored.
+
+        The cache's query hashes are read once per retriever (the cache only grows, and a text it gains later is
+        encoded instead, as a new query is). Serving writes nothing: a segment per request would grow the cache
+        without end and make every later lookup read more files."""
+        import numpy as np
+
+        from ragbench.embedding.embed import encode_uncached, model_key, prompt_hashes
+
+        spec, cache = self.parsed.embedder, self._resources.vector_cache
+        if self._cached_queries is None:
+            self._cached_queries = cache.known(model_key(spec), "query")
+        hashes = prompt_hashes(queries, spec.query_prompt)
+        hit = [i for i, h in enumerate(hashes) if h in self._cached_queries]
+        new = [i for i, h in enumerate(hashes) if h not in self._cached_queries]
+        parts = []
+        if hit:
+            try:
+                parts.append((hit, cache.fetch(model_key(spec), "query", [hashes[i] for i in hit])))
+            except KeyError:  # a segment found damaged since: never served from, its queries encoded anew
+                hit, new = [], list(range(len(queries)))
+        if new:
+            parts.append((new, encode_uncached([queries[i] for i in new], spec, "query")))
+        out = np.empty((len(queries), parts[0][1].shape[1]), dtype=np.float32)
+        for rows, vectors in parts:
+            out[rows] = vectors
+        return out
 
     def search_documents(self, queries: list[str], k: int = 10) -> pl.DataFrame:
         """Top ``k`` *documents* per query, ordered exactly as the sweep judges them

@@ -132,3 +132,36 @@ def test_every_knob_is_servable_as_evaluated(knobs):
                                             "ORDER BY rank LIMIT 5", [ids[name]]).fetchall()]
         assert got == stored, name
         served.close()
+
+
+def test_serving_stores_no_query_and_reads_the_cache_once(knobs, monkeypatch):
+    """A served query the sweep never embedded is encoded by the model and not written to the vector cache (a
+    segment per request would grow it without end); an evaluated one is served with its cached vector; the cache's
+    query hashes are read once per retriever, not per request."""
+    import numpy as np
+
+    from ragbench.core.cache import VectorCache
+    from ragbench.embedding.embed import encode_uncached, model_key, prompt_hashes
+    from ragbench.promotion.serving import ProductionRetriever
+
+    result, con, ids = knobs
+    dataset_spec = json.loads(con.execute("SELECT spec_json FROM sweeps").fetchall()[0][0])["dataset"]
+    evaluated = next(json.loads(line)["text"] for line in open(DEMO / "queries.jsonl"))
+    new = "which question did no sweep ever ask about solar panels?"
+    o = next(o for o in result.outcomes if o.config_id == ids["dense"])
+    served = ProductionRetriever.from_config(o.spec, result.dataset_fingerprint, Settings(home=result.home),
+                                              dataset_spec)
+    spec, cache = served.parsed.embedder, VectorCache(result.home / "cache")
+    segments = sorted((result.home / "cache").rglob("seg-*.parquet"))
+    reads = []
+    known = VectorCache.known
+    monkeypatch.setattr(VectorCache, "known", lambda self, *a: reads.append(a) or known(self, *a))
+    for _ in range(3):
+        assert served.search([new, evaluated], 5).height == 10
+    assert sorted((result.home / "cache").rglob("seg-*.parquet")) == segments  # nothing stored
+    assert len(reads) == 1
+    vectors = served.query_vectors([new, evaluated])
+    cached = cache.fetch(model_key(spec), "query", prompt_hashes([evaluated], spec.query_prompt))
+    assert np.array_equal(vectors[1], cached[0])  # the vector the sweep judged it with, bit for bit
+    np.testing.assert_allclose(vectors[0], encode_uncached([new], spec, "query")[0], rtol=0, atol=1e-6)
+    served.close()
