@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ragbench.config import CHUNKERS, RETRIEVERS, DatasetSpec, EmbedderSpec, IndexSpec, RunConfig
@@ -216,22 +217,20 @@ class ProductionRetriever:
         The cache's query hashes are read once per retriever (the cache only grows, and a text it gains later is
         encoded instead, as a new query is). Serving writes nothing: a segment per request would grow the cache
         without end and make every later lookup read more files."""
-        import numpy as np
-
         from ragbench.embedding.embed import encode_uncached, model_key, prompt_hashes
 
-        spec, cache = self.parsed.embedder, self._resources.vector_cache
+        spec, cache, key = self.parsed.embedder, self._resources.vector_cache, model_key(self.parsed.embedder)
         if self._cached_queries is None:
-            self._cached_queries = cache.known(model_key(spec), "query")
+            self._cached_queries = cache.known(key, "query")
         hashes = prompt_hashes(queries, spec.query_prompt)
         hit = [i for i, h in enumerate(hashes) if h in self._cached_queries]
         new = [i for i, h in enumerate(hashes) if h not in self._cached_queries]
         parts = []
         if hit:
             try:
-                parts.append((hit, cache.fetch(model_key(spec), "query", [hashes[i] for i in hit])))
-            except KeyError:  # a segment found damaged since: never served from, its queries encoded anew
-                hit, new = [], list(range(len(queries)))
+                parts.append((hit, cache.fetch(key, "query", [hashes[i] for i in hit])))
+            except KeyError:  # a segment found damaged since: never served from, every query encoded anew
+                new = list(range(len(queries)))
         if new:
             parts.append((new, encode_uncached([queries[i] for i in new], spec, "query")))
         out = np.empty((len(queries), parts[0][1].shape[1]), dtype=np.float32)
