@@ -23,12 +23,16 @@ def register(app: typer.Typer) -> None:
                                                               "configs, texts_to_embed)")] = False,
         home: Annotated[Optional[Path], typer.Option(help="results/cache folder, as for `ragbench sweep` (--home, "
                                                           "then $RAGBENCH_HOME, then output.home)")] = None,
+        recalibrate: Annotated[bool, typer.Option("--recalibrate", help="measure each model with texts to embed "
+                                                  "afresh on a sample, replacing its stored rate (say, one "
+                                                  "taken while the machine was busy)")] = False,
     ) -> None:
         """Per stage, what a sweep would compute now: chunks per chunker (cached or to cut), texts to embed per
         model (cached and new, looked up in the vector cache), collections to index, configs to evaluate or reuse,
         LLM calls; with estimated seconds from a calibration of each model on this machine (a seeded sample
-        encoded once, kept under <home>/calibration until the model's weights change), disk and peak memory, and
-        the total. Chunks not yet cached are cut now (into the chunk cache, where the sweep finds them)."""
+        encoded once, kept under <home>/calibration until the model's weights change, its rate then replaced by
+        what each sweep measures on this machine), disk and peak memory, and the total. Chunks not yet cached are
+        cut now (into the chunk cache, where the sweep finds them)."""
         from ragbench.config import load_config
         from ragbench.core.errors import RagbenchError
         from ragbench.core.models import configure_model_store, configure_revision_memo
@@ -49,7 +53,7 @@ def register(app: typer.Typer) -> None:
             decided = decide_now(cfg, ds, root, settings.results_busy_wait_s)
             # a screened sweep: its pool is cut as the sweep cuts it (BM25 and static models only), and priced
             pool = screen_pool(cfg, ds, ScreenEncoder.standalone(settings)) if screens(cfg, decided.todo) else None
-            f = forecast(cfg, ds, root / "cache", decided, root, pool)
+            f = forecast(cfg, ds, root / "cache", decided, root, pool, recalibrate)
         except RagbenchError as e:
             fail(e)
         if json_out:

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from ragbench.config import RunConfig
 from ragbench.core.errors import ConfigError, RagbenchError
@@ -70,13 +71,16 @@ def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], f
 
 class StageClock:
     """Times the sweep's expensive stages against ``budget_s`` (None: no budget, only the ETA), priced from
-    ``counts`` (the plan's) with ``rates``, updated from what each stage measures."""
+    ``counts`` (the plan's) with ``rates``, updated from what each stage measures; an embedding that encoded the
+    plan's new texts also updates the model's stored calibration in ``home``
+    (:func:`~ragbench.sweep.calibrate.learn_rate`)."""
 
     def __init__(self, budget_s: float | None, counts: WorkCounts, rates: Rates, chunker_labels: list[str],
-                 started: float | None = None):
-        self.budget_s, self.rates, self.labels = budget_s, rates, chunker_labels
+                 started: float | None = None, home: Path | None = None):
+        self.budget_s, self.rates, self.labels, self.home = budget_s, rates, chunker_labels, home
         self.started = time.perf_counter() if started is None else started
         self.chars = {(e.chunker, e.model): e.new_chars for e in counts.embeds if e.chunker is not None}
+        self.new_texts = {(e.chunker, e.model): e.new for e in counts.embeds if e.chunker is not None}
         self.pending = dict(self.chars)  # embeddings not yet done: the ETA's remaining work
         self.queries = counts.queries
         self.configs_left = counts.run
@@ -137,10 +141,22 @@ class StageClock:
                     rates = dict(self.rates.seconds_per_char)
                     rates[emb.label] = stats.encode_seconds / chars
                     self.rates = replace(self.rates, seconds_per_char=rates)
+            if self.home is not None and stats.computed == self.new_texts.get(pair):  # chars are these texts'
+                self._learn(emb, stats.encode_seconds, chars, stats.computed)
             log.info("plan: %.0f s so far, ~%.0f s of planned work left (measured rates)%s", self.elapsed(),
                      self.left_seconds(), "" if self.budget_s is None else f"; budget {self.budget_s:.0f} s")
             return stats
         return run
+
+    def _learn(self, emb, seconds: float, chars: int, texts: int) -> None:
+        from ragbench.sweep.calibrate import learn_rate
+
+        try:
+            if learn_rate(self.home, emb, seconds, chars, texts) is not None:
+                log.info("calibration of %s: %.0f texts/s measured on %d texts of this sweep, kept for the next "
+                         "plan", emb.label, texts / seconds, texts)
+        except Exception as e:  # the calibration informs; it never stops a sweep
+            log.warning("calibration of %s not updated: %s", emb.label, e)
 
     def index(self, fn):
         def run(chunker_index, emb, index_spec, chunks, sparse):
@@ -208,7 +224,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     except Exception as e:  # the plan informs; it never stops a sweep
         log.warning("plan: could not be estimated (%s)", e)
         counts, rates = WorkCounts(), Rates()
-    clock = StageClock(budget_s, counts, rates, labels, started)
+    clock = StageClock(budget_s, counts, rates, labels, started, home)
     if budget_s is None:
         return clock, plan.todo
     pairs = {(e.chunker, e.model): encode_seconds(e.model, e.new_chars, rates) for e in counts.embeds}

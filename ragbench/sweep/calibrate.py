@@ -1,6 +1,9 @@
 """How fast a model encodes on this machine: a seeded sample of the texts it will see, encoded once, timed, and
 kept per machine, model and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
-weights change (the file records the model key, weights revision included).
+weights change (the file records the model key, weights revision included). Each sweep that encodes at least a
+sample's worth of new texts in its own process then replaces the stored rate with the one it measured
+(:func:`learn_rate`): the sample is 64 texts taken once, and one taken while the machine was busy would otherwise
+price every later plan and budget; ``ragbench plan --recalibrate`` measures a sample afresh.
 
 The rate is seconds per character, each text's characters capped at the model's window
 (:func:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` x window tokens), so a rate measured on one chunker's texts
@@ -10,10 +13,11 @@ prices another's (:mod:`ragbench.sweep.estimate`).
 from __future__ import annotations
 
 import json
+import os
 import platform
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ragbench.core.models import resolve_device, resolve_model
@@ -30,7 +34,8 @@ CALIBRATION_VERSION = 2  # 2: the rate is per padded character of the sample
 class Calibration:
     """A model's measured rate on this machine: ``seconds_per_char`` (window-capped characters), ``dim`` (vector
     width), ``weight_bytes`` (its files), over ``texts`` sampled texts of ``chars`` capped characters;
-    ``load_seconds``: the warm-up encode, which loads the model."""
+    ``load_seconds``: the warm-up encode, which loads the model; ``measured_by``: ``sample`` (:func:`calibrate`)
+    or ``sweep`` (:func:`learn_rate`: ``texts`` and ``chars`` are then the sweep stage's)."""
 
     model_key: str
     device: str
@@ -42,6 +47,7 @@ class Calibration:
     machine: str
     version: int = CALIBRATION_VERSION
     load_seconds: float = 0.0  # the first encode: loading the model (once per sweep process)
+    measured_by: str = "sample"
 
 
 def machine_name() -> str:
@@ -93,14 +99,16 @@ def load_calibration(home: Path, spec) -> Calibration | None:
     return cal if cal.model_key == model_key(spec) and cal.version == CALIBRATION_VERSION else None
 
 
-def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_SAMPLE, seed: int = 0) -> Calibration:
-    """The calibration of ``spec`` (stored, or measured now on a seeded sample of ``texts`` and stored).
+def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_SAMPLE, seed: int = 0,
+              again: bool = False) -> Calibration:
+    """The calibration of ``spec`` (stored, or measured now on a seeded sample of ``texts`` and stored; ``again``:
+    measured now whatever is stored).
 
     Measured: one untimed warm-up encode (loads the model), then the sample, longest first as the sweep sorts its
     texts, encoded without the cache; ``seconds_per_char = seconds /`` :func:`padded_chars` of the sample."""
     from ragbench.embedding.embed import encode_uncached, model_key
 
-    found = load_calibration(home, spec)
+    found = None if again else load_calibration(home, spec)
     if found is not None:
         return found
     device = resolve_device(spec.device)
@@ -118,11 +126,32 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     weights = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path is not None else 0
     cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weights, len(picked), chars,
                       machine_name(), load_seconds=load)
-    out = calibration_path(home, spec, device)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(cal), indent=1))
-    tmp.replace(out)
+    _store(home, spec, cal)
     log.info("calibrated %s on %s: %.0f texts/s on this sample (%d texts, %.1f s)", spec.label, device,
              len(picked) / seconds if seconds else float("inf"), len(picked), seconds)
     return cal
+
+
+def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Calibration | None:
+    """The stored calibration of ``spec`` with the rate a sweep stage measured: ``seconds`` of model time over
+    ``texts`` new texts of ``chars`` window-capped characters (``seconds_per_char = seconds / chars``; the stage
+    encodes its texts sorted by length, so its batches barely pad and capped characters are what it paid for).
+
+    Only from at least :data:`CALIBRATION_SAMPLE` texts, and only over a stored calibration (it holds the vector
+    width, weight bytes and load time a stage does not measure); returns the new calibration, or None when nothing
+    was stored."""
+    stored = load_calibration(home, spec)
+    if stored is None or texts < CALIBRATION_SAMPLE or seconds <= 0 or chars <= 0:
+        return None
+    cal = replace(stored, seconds_per_char=seconds / chars, texts=texts, chars=chars, measured_by="sweep")
+    _store(home, spec, cal)
+    return cal
+
+
+def _store(home: Path, spec, cal: Calibration) -> None:
+    """Write ``cal`` as the calibration of ``spec`` (atomically: a reader sees the old file or the new)."""
+    out = calibration_path(home, spec, cal.device)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(cal), indent=1))
+    tmp.replace(out)

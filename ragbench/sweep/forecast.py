@@ -61,10 +61,11 @@ def _text_work(what: str | None, emb, texts, prompt: str, known: set[str], cap: 
 
 
 def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path,
-               calibrate_models: bool = True,
-               pool=None) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
+               calibrate_models: bool = True, pool=None,
+               recalibrate: bool = False) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
     """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
-    new texts (the stored one; measured now when none is stored and ``calibrate_models``, else left out) and per
+    new texts (the stored one; measured now when none is stored and ``calibrate_models``, or whatever is stored
+    when ``recalibrate``; else left out) and per
     model its new document texts. ``pool`` (a :class:`~ragbench.sweep.screen.Pool`, on a screened sweep): each
     pair's pooled texts are counted as the screen's, and its full embedding as the texts the screen leaves new."""
     from ragbench.embedding.embed import model_key
@@ -109,7 +110,7 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                           caps.get(emb.spec_id))[0] for emb in models.values()]
     calibrations = _calibrations([m for m in models.values()
                                   if any(e.new for e in embeds + screen if e.model == m.label)],
-                                 home, new_by_model, ds, calibrate_models)
+                                 home, new_by_model, ds, calibrate_models or recalibrate, recalibrate)
     n_q, gen = ds.queries.height, cfg.generation
     llm = sum(n_q for c in todo if c.retriever.rewrite is not None) + (n_q * len(todo) if gen and gen.enabled else 0)
     rerank = sum(n_q * c.retriever.rerank.top_n for c in todo if c.retriever.rerank is not None)
@@ -121,12 +122,14 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
 
 
 def _calibrations(models: list, home: Path, new_by_model: dict[str, list[str]], ds: Dataset,
-                  measure: bool) -> dict[str, Calibration]:
-    """Per model label its calibration: the stored one, else (``measure``) one measured now on its new texts."""
+                  measure: bool, again: bool = False) -> dict[str, Calibration]:
+    """Per model label its calibration: the stored one, else (``measure``) one measured now on its new texts
+    (``again``: measured now even when one is stored)."""
     out = {}
     for emb in models:
         if measure:
-            out[emb.label] = calibrate(home, emb, new_by_model.get(emb.label) or ds.queries["text"].to_list())
+            out[emb.label] = calibrate(home, emb, new_by_model.get(emb.label) or ds.queries["text"].to_list(),
+                                       again=again)
         elif (stored := load_calibration(home, emb)) is not None:
             out[emb.label] = stored
     return out
@@ -138,10 +141,11 @@ def rates_of(calibrations: dict[str, Calibration]) -> Rates:
                  load_seconds={m: c.load_seconds for m, c in calibrations.items()})
 
 
-def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path, pool=None) -> Forecast:
-    """Count the work of ``plan`` (``pool``: a screened sweep's, see :func:`count_work`) and price it
-    (:func:`~ragbench.sweep.estimate.estimate`)."""
-    counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool)
+def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path, pool=None,
+             recalibrate: bool = False) -> Forecast:
+    """Count the work of ``plan`` (``pool``: a screened sweep's, see :func:`count_work`; ``recalibrate``: each model
+    with texts to embed measured afresh) and price it (:func:`~ragbench.sweep.estimate.estimate`)."""
+    counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool, recalibrate=recalibrate)
     return Forecast(counts, estimate(counts, rates_of(cals)), cals)
 
 

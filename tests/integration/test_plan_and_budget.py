@@ -1,7 +1,8 @@
 """The plan before the run and a budget the sweep honours, on the demo with the static model (BM25 and dense).
 
-``ragbench plan`` on a cold home says what the sweep then does (texts it embeds, configs it evaluates); on the warm
-home it says nothing is left (0 texts to embed, every config reused). A budget that the dense configs' embedding
+``ragbench plan`` on a cold home says what the sweep then does (texts it embeds, configs it evaluates), and the
+sweep keeps the rate it measured as the model's calibration; on the warm home the plan says nothing is left (0 texts
+to embed, every config reused). ``--recalibrate`` measures anew over a stored rate. A budget that the dense configs' embedding
 would overrun (a calibration on file that prices the model high: the test hook, no sleeps) stops the sweep after
 the BM25 configs: they are recorded, the others are over_budget in DuckDB, MLflow and the --json lines, the exit
 code is 0, and the next run without a budget completes with per-query values equal to an unbudgeted sweep's."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
+import pytest
 from conftest import ROOT, write_config
 from typer.testing import CliRunner
 
@@ -20,6 +22,7 @@ from ragbench.core.models import configure_revision_memo
 from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
+from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, load_calibration
 
 SWEEP = f"""name: budgeted
 dataset: {{name: nimbus-demo, path: {ROOT / 'datasets' / 'demo'}, split: test, queries: all}}
@@ -36,10 +39,25 @@ def _cli(*args):
     return res
 
 
-def _plan(cfg_path, home) -> dict:
-    res = _cli("plan", cfg_path, "--json", "--home", home)
+def _plan(cfg_path, home, *options) -> dict:
+    res = _cli("plan", cfg_path, "--json", "--home", home, *options)
     assert res.exit_code == 0, res.output
     return json.loads(next(line for line in res.stdout.splitlines() if line.startswith("{")))
+
+
+def _price_high(home, emb, seconds_per_char: float = 10.0):
+    """The test hook: this machine's stored calibration of ``emb`` says ``seconds_per_char`` (10 s per character:
+    a dense embedding takes hours); returns its file."""
+    from ragbench.core.models import resolve_device
+    from ragbench.embedding.embed import model_key
+    from ragbench.sweep.calibrate import Calibration, calibration_path, machine_name
+
+    configure_revision_memo(None)
+    hook = calibration_path(home, emb, resolve_device(emb.device))
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), seconds_per_char, 256,
+                                                  1, 1, 1, machine_name()))))
+    return hook
 
 
 def _values(store: ResultStore, sweep_id: str, config_id: str):
@@ -56,10 +74,15 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings):
     assert cold["configs"] == {"run": n, "reuse": 0, "skip": 0}
     assert cold["texts_to_embed"] > 0 and cold["total_seconds"] > 0
     assert {r["stage"] for r in cold["rows"]} >= {"chunk", "embed", "index", "evaluate"}
-    assert "static-retrieval-m2v" in cold["calibrations"]
+    assert cold["calibrations"]["static-retrieval-m2v"]["measured_by"] == "sample"
     result = run_sweep(cfg, settings)
     assert result.n_failed == 0
     assert sum(s.computed for s in result.embed_stats) == cold["texts_to_embed"]  # what the sweep then embedded
+    # the stage that encoded a sample's worth of new texts (fixed 128: 216; whole: 36) replaced the stored rate
+    [stage] = [s for s in result.embed_stats if s.computed >= CALIBRATION_SAMPLE]
+    learned = load_calibration(home, cfg.embedders[0])
+    assert learned.measured_by == "sweep" and learned.texts == stage.computed
+    assert learned.seconds_per_char * learned.chars == pytest.approx(stage.encode_seconds)
     evaluated = [o for o in result.outcomes if o.reused_from is None]
     assert len(evaluated) == cold["configs"]["run"]
     warm = _plan(path, home)
@@ -73,24 +96,27 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings):
     assert run_sweep(load_config(other), settings).vectors_computed == 0
 
 
-def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp_path, settings):
-    from ragbench.embedding.embed import model_key
-    from ragbench.sweep.calibrate import Calibration, calibration_path, machine_name
-    from ragbench.core.models import resolve_device
+def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
+    path = write_config(tmp_path / "b.yaml", SWEEP)
+    emb, home = load_config(path).embedders[0], settings.home
+    _price_high(home, emb)
+    stored = _plan(path, home)
+    assert stored["calibrations"][emb.label]["seconds_per_char"] == 10.0  # what is stored is used as it is
+    fresh = _plan(path, home, "--recalibrate")
+    measured = fresh["calibrations"][emb.label]
+    assert measured["measured_by"] == "sample" and 0 < measured["seconds_per_char"] < 0.01
+    assert fresh["total_seconds"] < stored["total_seconds"] / 100
+    assert asdict(load_calibration(home, emb)) == measured  # and kept for the next plan
 
+
+def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp_path, settings):
     path = write_config(tmp_path / "b.yaml", SWEEP)
     cfg = load_config(path)
     budgeted_home, plain_home = tmp_path / "budgeted", tmp_path / "plain"
     # the reference: the same sweep, no budget, in its own home
     reference = run_sweep(cfg, settings.with_home(plain_home))
     assert reference.n_failed == 0
-    # the hook: this machine's calibration of the model says 10 s per character (a dense embedding takes hours)
-    configure_revision_memo(None)
-    emb = cfg.embedders[0]
-    hook = calibration_path(budgeted_home, emb, resolve_device(emb.device))
-    hook.parent.mkdir(parents=True)
-    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), 10.0, 256, 1, 1, 1,
-                                                  machine_name()))))
+    hook = _price_high(budgeted_home, cfg.embedders[0])
     res = _cli("sweep", path, "--orchestrator", "local", "--json", "--home", budgeted_home, "--budget", "1h",
                "--no-report")
     assert res.exit_code == 0, res.output
