@@ -45,10 +45,10 @@ def display_rows(board: Leaderboard) -> list[dict]:
 
 
 def status_note(status: str, error: str | None) -> str:
-    """What a config without results says beside its label: its error, a screened-out config's without the
-    leading ``not run: `` (the cell already says NOT RUN; the rest is the screen's evidence)."""
+    """What a config without results says beside its label: its error, a config not run (screened out, over
+    budget) without the leading ``not run: `` (the cell already says NOT RUN; the rest is why)."""
     error = error or ""
-    return error.removeprefix("not run: ") if status == "screened_out" else error
+    return error.removeprefix("not run: ") if status in NOT_RUN_STATUSES else error
 
 
 def judged_columns(board: Leaderboard) -> list[Column]:

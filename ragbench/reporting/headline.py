@@ -11,7 +11,8 @@ report, the Prefect artifact, the MLflow parent run's description): the five que
   compared;
 * **what to do next**: promote (the command, when the gate allows it or nothing is live yet), keep production
   (when the gate refuses or production is the best), and label more questions or pool judgments when the best is
-  tied with other configs (more labelled queries narrow the CIs and separate them).
+  tied with other configs (more labelled queries narrow the CIs and separate them); for a sweep that did not
+  finish (interrupted, or stopped by its budget), finish it first, and no promotion.
 """
 
 from __future__ import annotations
@@ -103,7 +104,9 @@ def next_steps(report: SweepReport) -> tuple[str, ...]:
     """What to do next (module docstring): promote, keep production, or label more / pool; commands in backticks."""
     out = []
     v = report.vs_production
-    if v is not None and v.same_config:
+    if report.unfinished:  # its best may be a config it never evaluated: `promote` refuses it (without --force)
+        out.append(f"Finish the sweep first (rerun `ragbench sweep` continues it): {report.unfinished}.")
+    elif v is not None and v.same_config:
         out.append("Production is already the best: nothing to promote.")
     elif v is not None and v.command:
         out.append(f"Promote: `{v.command}`.")
@@ -119,8 +122,6 @@ def next_steps(report: SweepReport) -> tuple[str, ...]:
         out.append(f"Pool judgments (`ragbench judge pool {report.sweep_id}`) or label more questions{how_many} to "
                    f"separate the best from the {len(tied)} config(s) tied with it; "
                    f"`ragbench compare {report.sweep_id}` shows each against the best.")
-    if report.unfinished:
-        out.insert(0, f"Finish the sweep first (rerun `ragbench sweep` resumes it): {report.unfinished}.")
     return tuple(out) or (f"`ragbench explain {report.sweep_id} 1` shows where the best wins and loses.",)
 
 

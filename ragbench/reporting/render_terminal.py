@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ragbench.evaluation.metrics import unreached_depth
 from ragbench.evaluation.comparison import Comparison
-from ragbench.reporting.cells import display_rows, fmt, report_columns, sweep_columns
+from ragbench.reporting.cells import display_rows, fmt, report_columns, status_note, sweep_columns
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, shallow_notes
 from ragbench.reporting.decision import decision_lines
 from ragbench.reporting.headline import Headline, build_headline
@@ -22,7 +22,7 @@ from ragbench.reporting.pareto import cost_summary
 from ragbench.reporting.screening import SCREENING_COLUMNS, screening_rows, screening_sentence
 from ragbench.reporting.since import SincePrevious, change_columns, change_rows, since_lines
 from ragbench.reporting.tables import Column, fit_table, number
-from ragbench.results.outcomes import SweepResult
+from ragbench.results.outcomes import NOT_RUN_STATUSES, SweepResult
 
 
 def leaderboard_rich(report: SweepReport, width: int = 160) -> Table:
@@ -113,10 +113,8 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
     for r in rows:
         if r["status"] == "failed":
             r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
-        elif r["status"] == "over_budget":
-            r["retriever"] = f"{r['retriever']}  NOT RUN: over budget"
-        elif r["status"] == "screened_out":  # the error says on what evidence
-            r["retriever"] = f"{r['retriever']}  NOT RUN: {(r['error'] or '').removeprefix('not run: ')}"
+        elif r["status"] in NOT_RUN_STATUSES:  # the error says why: the screen's evidence, the stage not started
+            r["retriever"] = f"{r['retriever']}  NOT RUN: {status_note(r['status'], r['error'])}"
     notes = [f"{result.n_failed} of {len(result.outcomes)} configs failed"] if result.n_failed else []
     notes += shallow_notes({m: {o.config_id: d for o in result.outcomes
                                 if (d := unreached_depth(o.metrics, m)) is not None}
@@ -126,7 +124,7 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
                      title=f"sweep {result.sweep_id}  ·  dataset {result.dataset_fingerprint}  ·  "
                            f"{result.seconds:.0f} s  ·  {result.vectors_computed} vectors computed",
                      caption="\n".join(notes) or None,
-                     row_styles=["red" if r["status"] == "failed" else "yellow" if r["status"] in ("over_budget", "screened_out")
+                     row_styles=["red" if r["status"] == "failed" else "yellow" if r["status"] in NOT_RUN_STATUSES
                                  else None for r in rows])
 
 

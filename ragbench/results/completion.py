@@ -4,8 +4,10 @@ A sweep is recorded ``running`` when it starts (``sweeps.status``) and gets its 
 ``finished_with_failures`` — only when every config has been evaluated (:meth:`ResultStore.finish_sweep`). A sweep
 killed part-way therefore stays ``running`` with no live process: that is how the next sweep of the same spec finds
 it to resume (:meth:`ResultStore.find_unfinished_sweep`), and how ``promote``, ``report`` and ``gate`` tell that it
-is unfinished. A config is *done* when it has a row in ``configs`` (finished, or failed with its error); the total
-is the size of the sweep's grid (its stored spec, expanded).
+is unfinished. A config is *done* when it has a row in ``configs`` (finished, failed with its error, or screened out
+on the screen's evidence); the total is the size of the sweep's grid (its stored spec, expanded). A budgeted sweep
+that stopped records the configs it did not start (``over_budget``) and a final status, yet it is not finished
+either: its best may be among the configs it never started, and the next run of its config continues it.
 """
 
 from __future__ import annotations
@@ -22,20 +24,23 @@ FINAL_STATUSES = ("finished", "finished_with_failures")
 
 @dataclass(frozen=True)
 class SweepCompletion:
-    """Whether ``sweep_id`` finished: its stored ``status``, ``configs_done`` (finished or failed) of
-    ``configs_total`` (None when the stored spec cannot be expanded), and ``live_pid``, the process running it
-    now (None when none runs it: a ``running`` sweep without one was interrupted)."""
+    """Whether ``sweep_id`` finished: its stored ``status``, ``configs_done`` (finished, failed or screened out)
+    of ``configs_total`` (None when the stored spec cannot be expanded), ``live_pid``, the process running it
+    now (None when none runs it: a ``running`` sweep without one was interrupted), and ``over_budget``, the
+    configs a budget did not start."""
 
     sweep_id: str
     status: str
     configs_done: int
     configs_total: int | None
     live_pid: int | None = None
+    over_budget: int = 0
 
     @property
     def finished(self) -> bool:
-        """True once the sweep recorded a final status (every config evaluated, failed ones included)."""
-        return self.status in FINAL_STATUSES
+        """True once the sweep recorded a final status and no config was left over budget (every config
+        evaluated, failed ones included)."""
+        return self.status in FINAL_STATUSES and not self.over_budget
 
     @property
     def counts(self) -> str:
@@ -53,6 +58,9 @@ class SweepCompletion:
         """Why it is unfinished, in words: still running (pid), or interrupted (how to resume)."""
         if self.finished:
             return "finished"
+        if self.status in FINAL_STATUSES:
+            return (f"{self.over_budget} not run: over budget; run `ragbench sweep` on its config again to "
+                    "continue it")
         if self.live_pid is not None:
             return f"still running (pid {self.live_pid})"
         return "interrupted; run `ragbench sweep` on its config again to resume it"
@@ -95,11 +103,12 @@ def sweep_completion(store: ResultStore, sweep_id: str) -> SweepCompletion | Non
     row = store.sweep(sweep_id)
     if row is None:
         return None
-    n_done = len(store.config_names(sweep_id))  # every row of configs: finished or failed
+    statuses = store.config_status_counts(sweep_id)
+    n_rows, over = sum(statuses.values()), statuses.get("over_budget", 0)
     status = row.get("status") or "running"
     pid = None if status in FINAL_STATUSES else _live_pid(store.path.parent, row.get("spec_hash"),
                                                           row.get("dataset_fingerprint"))
     total = _grid_size(row.get("spec_json"))
-    if total is None and status in FINAL_STATUSES:  # a finished sweep evaluated its whole grid
-        total = n_done
-    return SweepCompletion(sweep_id, status, n_done, total, pid)
+    if total is None and status in FINAL_STATUSES:  # a sweep with a final status stored a row per config
+        total = n_rows
+    return SweepCompletion(sweep_id, status, n_rows - over, total, pid, over)

@@ -413,6 +413,12 @@ class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, ScreeningTable,
         with self.connect(read_only=True) as con:
             return dict(con.execute("SELECT config_id, name FROM configs WHERE sweep_id = ?", [sweep_id]).fetchall())
 
+    def config_status_counts(self, sweep_id: str) -> dict[str, int]:
+        """``status -> configs`` of the sweep's stored configs (finished, failed, over_budget, screened_out)."""
+        with self.connect(read_only=True) as con:
+            return dict(con.execute("SELECT status, count(*) FROM configs WHERE sweep_id = ? GROUP BY status",
+                                    [sweep_id]).fetchall())
+
     def table_counts(self) -> dict[str, int]:
         """Rows per table: reads every table once (a damaged file fails here)."""
         with self.connect(read_only=True) as con:

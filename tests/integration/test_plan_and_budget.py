@@ -5,7 +5,7 @@ sweep keeps the rate it measured as the model's calibration; on the warm home th
 to embed, every config reused). ``--recalibrate`` measures anew over a stored rate. A budget that the dense configs' embedding
 would overrun (a calibration on file that prices the model high: the test hook, no sleeps) stops the sweep after
 the BM25 configs: they are recorded, the others are over_budget in DuckDB, MLflow and the --json lines, the exit
-code is 0, and the next run without a budget completes with per-query values equal to an unbudgeted sweep's."""
+code is 0, the sweep counts as unfinished (the report says to continue it, `promote` refuses), and the next run without a budget completes with per-query values equal to an unbudgeted sweep's."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ragbench.cli import app
 from ragbench.config import load_config
 from ragbench.core.models import configure_revision_memo
 from ragbench.evaluation.cost import COST_MEASURES
+from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
 from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, load_calibration
@@ -138,10 +139,22 @@ def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp
         [e.experiment_id for e in mlflow.MlflowClient(f"sqlite:///{budgeted_home / 'mlflow.db'}").search_experiments()],
         "tags.`ragbench.status` = 'over_budget'")
     assert len(runs) == len(dense) and {r.info.status for r in runs} == {"KILLED"}
+    # stopped by its budget, the sweep is not finished: its best may be a config it never started, so the report's
+    # next step is to continue it (no promotion), and `promote` refuses its best without --force
+    done = sweep_completion(store, first)
+    assert not done.finished and (done.configs_done, done.over_budget) == (len(bm25), len(dense))
+    report = _cli("report", first, "--format", "json", "--no-mlflow", "--home", budgeted_home)
+    assert report.exit_code == 0, report.output
+    headline = json.loads(report.stdout.splitlines()[0])["headline"]  # a JSON line per config, each with it
+    steps, best = headline["next_steps"], headline["winner_id"]
+    assert steps[0].startswith("Finish the sweep first") and not any("Promote" in s for s in steps), steps
+    refused = _cli("promote", first, best, "--home", budgeted_home)
+    assert refused.exit_code != 0 and "over budget" in refused.output, refused.output
     # the next run, no budget: the BM25 configs are reused, the dense ones evaluated, values as the reference's
     hook.unlink()
     again = run_sweep(cfg, settings.with_home(budgeted_home))
     assert again.n_failed == 0 and {o.status for o in again.outcomes} == {"finished"}
+    assert sweep_completion(store, again.sweep_id).finished
     assert {o.config_id for o in again.outcomes if o.reused_from} == bm25
     ref_store, store = ResultStore(plain_home / "results.duckdb"), ResultStore(budgeted_home / "results.duckdb")
     for c in bm25 | dense:
