@@ -1,8 +1,8 @@
 """How fast a model encodes on this machine: a seeded sample of the texts it will see, encoded once, timed, and
 kept per machine, model and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
 weights change (the file records the model key, weights revision included). Each sweep that encodes at least a
-sample's worth of new texts in its own process then replaces the stored rate with the one it measured
-(:func:`learn_rate`): the sample is 64 texts taken once, and one taken while the machine was busy would otherwise
+sample's worth of new texts for 10 s or more in its own process then replaces the stored rate with the one it
+measured (:func:`learn_rate`): the sample is 64 texts taken once, and one taken while the machine was busy would otherwise
 price every later plan and budget; ``ragbench plan --recalibrate`` measures a sample afresh.
 
 The rate is seconds per character, each text's characters capped at the model's window
@@ -28,6 +28,10 @@ from ragbench.sweep.estimate import CHARS_PER_TOKEN
 #: texts encoded (timed) per calibration, after one untimed warm-up batch
 CALIBRATION_SAMPLE = 64
 CALIBRATION_VERSION = 2  # 2: the rate is per padded character of the sample
+#: model seconds a sweep stage must have spent for its rate to replace the stored one: a shorter stage measures
+#: thread start-up and pauses of the process more than the model (under Prefect one 0.9 s pause in a batch made
+#: a static model's 0.08 s stage read 12 times slower)
+LEARN_MIN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -137,11 +141,13 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
     ``texts`` new texts of ``chars`` window-capped characters (``seconds_per_char = seconds / chars``; the stage
     encodes its texts sorted by length, so its batches barely pad and capped characters are what it paid for).
 
-    Only from at least :data:`CALIBRATION_SAMPLE` texts, and only over a stored calibration (it holds the vector
-    width, weight bytes and load time a stage does not measure); returns the new calibration, or None when nothing
-    was stored."""
+    Only from at least :data:`CALIBRATION_SAMPLE` texts and :data:`LEARN_MIN_SECONDS` of model time, and only over
+    a stored calibration (it holds the vector width, weight bytes and load time a stage does not measure); returns
+    the new calibration, or None when nothing was replaced."""
+    if texts < CALIBRATION_SAMPLE or seconds < LEARN_MIN_SECONDS or chars <= 0:
+        return None
     stored = load_calibration(home, spec)
-    if stored is None or texts < CALIBRATION_SAMPLE or seconds <= 0 or chars <= 0:
+    if stored is None:
         return None
     cal = replace(stored, seconds_per_char=seconds / chars, texts=texts, chars=chars, measured_by="sweep")
     _store(home, spec, cal)

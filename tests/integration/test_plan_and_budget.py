@@ -23,7 +23,8 @@ from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
-from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, load_calibration
+from ragbench.sweep import calibrate
+from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, learn_rate, load_calibration
 
 SWEEP = f"""name: budgeted
 dataset: {{name: nimbus-demo, path: {ROOT / 'datasets' / 'demo'}, split: test, queries: all}}
@@ -67,7 +68,8 @@ def _values(store: ResultStore, sweep_id: str, config_id: str):
     return sorted((q, m, None if v != v else v) for q, m, v in rows.select("query_id", "measure", "value").iter_rows())
 
 
-def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings):
+def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, monkeypatch):
+    monkeypatch.setattr(calibrate, "LEARN_MIN_SECONDS", 0.0)  # the static model encodes a stage in milliseconds
     path = write_config(tmp_path / "b.yaml", SWEEP)
     cfg, home = load_config(path), settings.home
     cold = _plan(path, home)
@@ -108,6 +110,15 @@ def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     assert measured["measured_by"] == "sample" and 0 < measured["seconds_per_char"] < 0.01
     assert fresh["total_seconds"] < stored["total_seconds"] / 100
     assert asdict(load_calibration(home, emb)) == measured  # and kept for the next plan
+    # a sweep stage replaces it only from a sample's worth of texts and LEARN_MIN_SECONDS of model time
+    short = calibrate.LEARN_MIN_SECONDS * 0.9
+    assert learn_rate(home, emb, short, 1000, CALIBRATION_SAMPLE * 4) is None
+    assert learn_rate(home, emb, 100.0, 1000, CALIBRATION_SAMPLE - 1) is None
+    assert asdict(load_calibration(home, emb)) == measured
+    learned = learn_rate(home, emb, 100.0, 1000, CALIBRATION_SAMPLE)
+    assert learned == load_calibration(home, emb) and learned.seconds_per_char == 0.1
+    assert (learned.measured_by, learned.dim, learned.load_seconds) == ("sweep", measured["dim"],
+                                                                       measured["load_seconds"])
 
 
 def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp_path, settings):
