@@ -5,7 +5,8 @@ Runs in Prefect's ephemeral mode (no server) by default, or against a server whe
 
 What Prefect shows of a sweep: the flow run is named after the sweep (``<sweep name>-<time>`` at start, the sweep
 id once it is known), every task after what it does (``embed recursive 128 tok, overlap 0 × all-MiniLM-L6-v2``,
-``evaluate ... | all-MiniLM-L6-v2 | hybrid RRF``), ragbench's log lines are the run's logs, and the run publishes
+``evaluate ... | all-MiniLM-L6-v2 | hybrid RRF``; a stage its budget did not start, and every stage after it,
+completes in a state named "Not run", not Failed), ragbench's log lines are the run's logs, and the run publishes
 artifacts: the leaderboard with CIs and the configs tied with the best (markdown), a table per chunker, and links to
 the MLflow parent run and the HTML report.
 """
@@ -32,7 +33,7 @@ from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.core.workers import DaskWorkers  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
 from ragbench.sweep import Published, SweepOptions, publish_sweep, run_sweep, sweep_settings  # noqa: E402
-from ragbench.sweep.runner import UpstreamFailed  # noqa: E402
+from ragbench.sweep.runner import NotRun, UpstreamFailed  # noqa: E402
 
 
 def _retry_transient(task_, task_run, state) -> bool:
@@ -63,18 +64,31 @@ class PrefectStageRunner:
 
     @staticmethod
     def _task(name, fn):
-        return task(fn, name=name.split(" ", 1)[0], task_run_name=lambda: name, retries=2,
+        def stage(*args, _after=(), **kwargs):
+            """``fn``, unless the sweep chose not to run it or a stage before it (its inputs and ``_after``, the
+            upstream stages' values): then the task completes in a state named "Not run" instead of failing."""
+            skipped = next((v for v in (*args, *kwargs.values(), *_after) if isinstance(v, _Skipped)), None)
+            if skipped is not None:
+                return skipped.state()
+            try:
+                return fn(*args, **kwargs)
+            except NotRun as e:
+                return _Skipped(e).state()
+
+        return task(stage, name=name.split(" ", 1)[0], task_run_name=lambda: name, retries=2,
                     retry_delay_seconds=[5, 30], retry_condition_fn=_retry_transient, cache_policy=NO_CACHE,
                     persist_result=False)
 
     def run(self, name, fn, /, *args, **kwargs):
-        return self._task(name, fn)(*args, **kwargs)
+        return _Skipped.unwrap(self._task(name, fn)(*args, **kwargs))
 
     def submit(self, name, fn, /, *args, wait_for=(), **kwargs):
         args = tuple(a.future if isinstance(a, _Stage) else a for a in args)
         kwargs = {k: v.future if isinstance(v, _Stage) else v for k, v in kwargs.items()}
-        wait_for = [w.future if isinstance(w, _Stage) else w for w in wait_for]
-        return _Stage(self._task(name, fn).submit(*args, wait_for=wait_for or None, **kwargs))
+        # the stages waited for are passed as values (resolved by Prefect, drawn as edges) so that a stage after
+        # one that did not run does not run either
+        after = [w.future if isinstance(w, _Stage) else w for w in wait_for]
+        return _Stage(self._task(name, fn).submit(*args, _after=after, **kwargs))
 
     def sweep_started(self, sweep_id: str, sweep_name: str) -> None:
         """Rename the flow run to the sweep id (a resumed sweep keeps its id) and say where to watch it."""
@@ -94,21 +108,44 @@ class PrefectStageRunner:
                           "watch runs in a Prefect UI)", highlight=False)
 
 
+class _Skipped:
+    """The value of a task that did not run by the sweep's choice (:class:`~ragbench.sweep.runner.NotRun`, its
+    budget), or after one that did not: the task run completes in a state named "Not run" — not Failed, nor
+    NotReady, which a nightly schedule's alerts would take for a broken sweep — and reading its value raises the
+    original error again, so the library records its configs as the plain runner does."""
+
+    def __init__(self, error: NotRun):
+        self.error = error
+
+    def state(self):
+        from prefect.states import Completed
+
+        return Completed(name="Not run", message=str(self.error), data=self)
+
+    @staticmethod
+    def unwrap(value):
+        if isinstance(value, _Skipped):
+            raise value.error
+        return value
+
+
 class _Stage:
     """A submitted task's future; a task that never ran because an upstream task failed (Prefect leaves it
-    ``Pending``/``NotReady``) raises the library's :class:`~ragbench.sweep.runner.UpstreamFailed`."""
+    ``Pending``/``NotReady``) raises the library's :class:`~ragbench.sweep.runner.UpstreamFailed`, one that did
+    not run by the sweep's choice its :class:`~ragbench.sweep.runner.NotRun`."""
 
     def __init__(self, future):
         self.future = future
 
     def result(self):
         try:
-            return self.future.result()
+            value = self.future.result()
         except Exception as e:
             state = self.future.state
             if state.is_pending() or state.name == "NotReady":
                 raise UpstreamFailed(f"{self.future.task_run_id}: not run, a task it depends on failed") from e
             raise
+        return _Skipped.unwrap(value)
 
 
 def _flow_run_name() -> str:

@@ -167,6 +167,23 @@ def write_config(path: Path, text: str) -> Path:
     return path
 
 
+def price_model_high(home: Path, emb, seconds_per_char: float = 10.0) -> Path:
+    """The test hook of a budget: this machine's stored calibration of embedder ``emb`` in ``home`` says
+    ``seconds_per_char`` (10 s per character: any dense embedding takes hours); returns its file."""
+    from dataclasses import asdict
+
+    from ragbench.core.models import configure_revision_memo, resolve_device
+    from ragbench.embedding.embed import model_key
+    from ragbench.sweep.calibrate import Calibration, calibration_path, machine_name
+
+    configure_revision_memo(None)
+    hook = calibration_path(home, emb, resolve_device(emb.device))
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), seconds_per_char, 256,
+                                                  1, 1, 1, machine_name()))))
+    return hook
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The process environment without Prefect, ragbench or MLflow server settings, plus ``extra``."""
     env = {k: v for k, v in os.environ.items()

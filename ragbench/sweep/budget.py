@@ -19,18 +19,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from ragbench.config import RunConfig
-from ragbench.core.errors import ConfigError, RagbenchError
+from ragbench.core.errors import ConfigError
 from ragbench.core.progress import log
 from ragbench.results.outcomes import OVER_BUDGET
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate, stage_seconds
 from ragbench.sweep.graph import StageFns
+from ragbench.sweep.runner import NotRun
 
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 _DURATION = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*[hms]\s*)+$")
 
 
-class OverBudget(RagbenchError):
+class OverBudget(NotRun):
     """A stage did not start: it would have run past the sweep's budget."""
 
     def __init__(self, what: str):

@@ -19,6 +19,11 @@ class UpstreamFailed(RagbenchError):
     """A stage did not run because a stage it depends on failed (that stage's future raises the cause)."""
 
 
+class NotRun(RagbenchError):
+    """A stage the sweep chose not to run (its budget: :class:`~ragbench.sweep.budget.OverBudget`): its configs
+    are recorded as not run, not failed, and a runner that shows stage states (Prefect) shows it as not run."""
+
+
 class StageFuture(Protocol):
     def result(self) -> Any: ...
 

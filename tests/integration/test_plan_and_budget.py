@@ -13,12 +13,11 @@ import json
 from dataclasses import asdict
 
 import pytest
-from conftest import ROOT, write_config
+from conftest import ROOT, price_model_high, write_config
 from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
-from ragbench.core.models import configure_revision_memo
 from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
@@ -45,21 +44,6 @@ def _plan(cfg_path, home, *options) -> dict:
     res = _cli("plan", cfg_path, "--json", "--home", home, *options)
     assert res.exit_code == 0, res.output
     return json.loads(next(line for line in res.stdout.splitlines() if line.startswith("{")))
-
-
-def _price_high(home, emb, seconds_per_char: float = 10.0):
-    """The test hook: this machine's stored calibration of ``emb`` says ``seconds_per_char`` (10 s per character:
-    a dense embedding takes hours); returns its file."""
-    from ragbench.core.models import resolve_device
-    from ragbench.embedding.embed import model_key
-    from ragbench.sweep.calibrate import Calibration, calibration_path, machine_name
-
-    configure_revision_memo(None)
-    hook = calibration_path(home, emb, resolve_device(emb.device))
-    hook.parent.mkdir(parents=True, exist_ok=True)
-    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), seconds_per_char, 256,
-                                                  1, 1, 1, machine_name()))))
-    return hook
 
 
 def _values(store: ResultStore, sweep_id: str, config_id: str):
@@ -102,7 +86,7 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, mon
 def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     path = write_config(tmp_path / "b.yaml", SWEEP)
     emb, home = load_config(path).embedders[0], settings.home
-    _price_high(home, emb)
+    price_model_high(home, emb)
     stored = _plan(path, home)
     assert stored["calibrations"][emb.label]["seconds_per_char"] == 10.0  # what is stored is used as it is
     fresh = _plan(path, home, "--recalibrate")
@@ -128,7 +112,7 @@ def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp
     # the reference: the same sweep, no budget, in its own home
     reference = run_sweep(cfg, settings.with_home(plain_home))
     assert reference.n_failed == 0
-    hook = _price_high(budgeted_home, cfg.embedders[0])
+    hook = price_model_high(budgeted_home, cfg.embedders[0])
     res = _cli("sweep", path, "--orchestrator", "local", "--json", "--home", budgeted_home, "--budget", "1h",
                "--no-report")
     assert res.exit_code == 0, res.output

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 
-from conftest import DEMO, ROOT, clean_env, write_config
+from conftest import DEMO, ROOT, clean_env, price_model_high, write_config
 
 from ragbench.config import load_config
 from ragbench.core.settings import Settings
@@ -165,3 +165,38 @@ search: {{strategy: screen, depth: 1}}
         "SELECT name, status FROM configs WHERE sweep_id = ?", [graph["sweep_id"]]).rows()
     assert sorted(status for _, status in stored) == ["finished", "finished", "screened_out"]
     assert [name for name, status in stored if status == "screened_out"][0].count("minilm-first-4-tokens") == 1
+
+
+def test_stages_a_budget_did_not_start_are_not_run_tasks_not_failures(tmp_path):
+    """A budget under the Prefect flow (the static model priced at hours by the calibration hook): the embeddings
+    it does not start, and every index, evaluate and record task after them, complete in a state named "Not run"
+    — no task run Failed or NotReady, which a schedule's alerts would take for a broken sweep — while the BM25
+    configs run; DuckDB holds the dense configs as over_budget, as under the plain runner."""
+    cfg_path = write_config(tmp_path / "budget.yaml", f"""name: budget-graph
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}, {{kind: recursive, size: 128, overlap: 0}}]
+embedders: [{{model: static-retrieval-m2v}}]
+retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
+metrics: {{cutoffs: [1, 5, 10]}}
+output: {{mlflow: false}}
+budget: 1h
+""")
+    home = tmp_path / "home"
+    price_model_high(home, load_config(cfg_path).embedders[0])
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(cfg_path), str(home)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900, env=clean_env(RAGBENCH_HOME=str(home)))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    graph = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("GRAPH "))[6:])
+    assert graph["flow_state"] == "COMPLETED"
+    tasks = {t["name"]: t for t in graph["tasks"]}
+    assert {n: t["state_name"] for n, t in tasks.items() if t["state"] != "COMPLETED"} == {}
+    not_run = sorted(n for n, t in tasks.items() if t["state_name"] == "Not run")
+    chunkers = ("recursive 128 tok, overlap 0", "whole document")
+    assert not_run == sorted(f"{stage} {c}{what}" for c in chunkers for stage, what in (
+        ("embed", " × static-retrieval-m2v"), ("index", " × static-retrieval-m2v"),
+        ("evaluate", " | static-retrieval-m2v | dense exact"), ("record", " | static-retrieval-m2v | dense exact")))
+    assert all(tasks[f"{stage} {c} | BM25"]["state_name"] == "Completed" for c in chunkers
+               for stage in ("evaluate", "record"))
+    stored = ResultStore(home / "results.duckdb").query(
+        "SELECT name, status FROM configs WHERE sweep_id = ?", [graph["sweep_id"]]).rows()
+    assert sorted(status for _, status in stored) == ["finished", "finished", "over_budget", "over_budget"]
