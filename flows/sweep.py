@@ -24,6 +24,7 @@ configure_prefect()
 
 from prefect import flow, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.states import Completed  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ragbench.config import load_config  # noqa: E402
@@ -118,8 +119,6 @@ class _Skipped:
         self.error = error
 
     def state(self):
-        from prefect.states import Completed
-
         return Completed(name="Not run", message=str(self.error), data=self)
 
     @staticmethod

@@ -37,11 +37,17 @@ def display_rows(board: Leaderboard) -> list[dict]:
                             if r.get(p) is not None else "")
         r["wtl"] = ("—" if r.get(f"{p}_mark") == "★" else
                     f"{r['wins']}/{r['ties']}/{r['losses']}" if r.get("wins") is not None else "")
-        if r["status"] != "finished":
-            what = ("NOT COMPARED" if r["status"] == "not compared" else
-                    "NOT RUN" if r["status"] in NOT_RUN_STATUSES else "FAILED")
-            r["retriever"] = f"{r['retriever']}  {what}: {status_note(r['status'], r['error'])}"
+        say_why_unranked(r)
     return rows
+
+
+def say_why_unranked(row: dict) -> None:
+    """A row of a config without results (failed, not run, not compared) gets why after its retriever cell:
+    ``dense exact  NOT RUN: over budget (...)``; a finished row is left as it is."""
+    if row["status"] != "finished":
+        what = ("NOT COMPARED" if row["status"] == "not compared" else
+                "NOT RUN" if row["status"] in NOT_RUN_STATUSES else "FAILED")
+        row["retriever"] = f"{row['retriever']}  {what}: {status_note(row['status'], row['error'])}"
 
 
 def status_note(status: str, error: str | None) -> str:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ragbench.evaluation.metrics import unreached_depth
 from ragbench.evaluation.comparison import Comparison
-from ragbench.reporting.cells import display_rows, fmt, report_columns, status_note, sweep_columns
+from ragbench.reporting.cells import display_rows, fmt, report_columns, say_why_unranked, sweep_columns
 from ragbench.reporting.columns import LEADERBOARD_MEASURES, shallow_notes
 from ragbench.reporting.decision import decision_lines
 from ragbench.reporting.headline import Headline, build_headline
@@ -111,10 +111,7 @@ def leaderboard_table(result: SweepResult, measures: tuple[str, ...] = LEADERBOA
     board = sweep_leaderboard(result, measures)
     rows = board.dicts()
     for r in rows:
-        if r["status"] == "failed":
-            r["retriever"] = f"{r['retriever']}  FAILED: {r['error'] or ''}"
-        elif r["status"] in NOT_RUN_STATUSES:  # the error says why: the screen's evidence, the stage not started
-            r["retriever"] = f"{r['retriever']}  NOT RUN: {status_note(r['status'], r['error'])}"
+        say_why_unranked(r)
     notes = [f"{result.n_failed} of {len(result.outcomes)} configs failed"] if result.n_failed else []
     notes += shallow_notes({m: {o.config_id: d for o in result.outcomes
                                 if (d := unreached_depth(o.metrics, m)) is not None}
