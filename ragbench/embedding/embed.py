@@ -147,15 +147,33 @@ def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndar
                         show_progress_bar=False)
 
 
+#: wall seconds of each encoder's first load in this process (imports included), by :func:`_encoder_id`
+_LOAD_SECONDS: dict[tuple, float] = {}
+
+
 def load_encoder(spec: EmbedderSpec, device: str, store: Path | None = None):
     """The model that encodes for ``spec``: a SentenceTransformer (backend torch) or an
     :class:`~ragbench.embedding.onnx_backend.OnnxEncoder` exported into ``store`` (default: the home's models
-    folder); both answer ``encode(texts, prompt=, batch_size=, convert_to_numpy=, show_progress_bar=)``."""
+    folder); both answer ``encode(texts, prompt=, batch_size=, convert_to_numpy=, show_progress_bar=)``. Both are
+    memoised: the first call's wall time is the load (:func:`first_load_seconds`)."""
+    t0 = time.perf_counter()
     if spec.backend == "onnx":
         from ragbench.embedding.onnx_backend import load_onnx_encoder
 
-        return load_onnx_encoder(spec.model, spec.quantize, spec.max_seq_length, store)
-    return load_sentence_transformer(spec.model, spec.max_seq_length, device)
+        model = load_onnx_encoder(spec.model, spec.quantize, spec.max_seq_length, store)
+    else:
+        model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
+    _LOAD_SECONDS.setdefault(_encoder_id(spec), time.perf_counter() - t0)
+    return model
+
+
+def _encoder_id(spec: EmbedderSpec) -> tuple:
+    return spec.model, spec.backend_suffix, spec.max_seq_length
+
+
+def first_load_seconds(spec: EmbedderSpec) -> float | None:
+    """Seconds the first load of ``spec``'s encoder took in this process (None: not loaded here)."""
+    return _LOAD_SECONDS.get(_encoder_id(spec))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 kept per machine, model and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
 weights change (the file records the model key, weights revision included). Each sweep that encodes at least a
 sample's worth of new texts for 10 s or more in its own process then replaces the stored rate with the one it
-measured (:func:`learn_rate`): the sample is 64 texts taken once, and one taken while the machine was busy would
+measured, or stores it when there was none (:func:`learn_rate`): the sample is 64 texts taken once, and one taken while the machine was busy would
 otherwise price every later plan and budget; ``ragbench plan --recalibrate`` measures a sample afresh.
 
 The rate is seconds per character, each text's characters capped at the model's window
@@ -126,10 +126,8 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     vectors = encode_uncached(picked, spec, "document")
     seconds = time.perf_counter() - t0
     chars = max(1, padded_chars(picked, cap, spec.batch_size))
-    path = resolve_model(spec.model).path
-    weights = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path is not None else 0
-    cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weights, len(picked), chars,
-                      machine_name(), load_seconds=load)
+    cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weight_bytes(spec),
+                      len(picked), chars, machine_name(), load_seconds=load)
     _store(home, spec, cal)
     log.info("calibrated %s on %s: %.0f texts/s on this sample (%d texts, %.1f s)", spec.label, device,
              len(picked) / seconds if seconds else float("inf"), len(picked), seconds)
@@ -141,17 +139,31 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
     ``texts`` new texts of ``chars`` window-capped characters (``seconds_per_char = seconds / chars``; the stage
     encodes its texts sorted by length, so its batches barely pad and capped characters are what it paid for).
 
-    Only from at least :data:`CALIBRATION_SAMPLE` texts and :data:`LEARN_MIN_SECONDS` of model time, and only over
-    a stored calibration (it holds the vector width, weight bytes and load time a stage does not measure); returns
-    the new calibration, or None when nothing was replaced."""
+    Only from at least :data:`CALIBRATION_SAMPLE` texts and :data:`LEARN_MIN_SECONDS` of model time. Over a stored
+    calibration its vector width, weight bytes and load time are kept; with none stored (a sweep not planned first)
+    the calibration is made here: the width from one encode of the loaded model, the weight bytes from its files,
+    the load time from this process's first load of it (:func:`~ragbench.embedding.embed.first_load_seconds`; 0
+    when it was loaded elsewhere). Returns the new calibration, or None when nothing was stored."""
+    from ragbench.embedding.embed import encode_uncached, first_load_seconds, model_key
+
     if texts < CALIBRATION_SAMPLE or seconds < LEARN_MIN_SECONDS or chars <= 0:
         return None
+    learned = {"seconds_per_char": seconds / chars, "texts": texts, "chars": chars, "measured_by": "sweep"}
     stored = load_calibration(home, spec)
     if stored is None:
-        return None
-    cal = replace(stored, seconds_per_char=seconds / chars, texts=texts, chars=chars, measured_by="sweep")
+        device = resolve_device(spec.device)
+        dim = int(encode_uncached(["width"], spec, "document").shape[1])
+        stored = Calibration(model_key(spec), device, 0.0, dim, weight_bytes(spec), 0, 0, machine_name(),
+                             load_seconds=first_load_seconds(spec) or 0.0)
+    cal = replace(stored, **learned)
     _store(home, spec, cal)
     return cal
+
+
+def weight_bytes(spec) -> int:
+    """Bytes of the model's files on disk (0 for a model without a local folder)."""
+    path = resolve_model(spec.model).path
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path is not None else 0
 
 
 def _store(home: Path, spec, cal: Calibration) -> None:

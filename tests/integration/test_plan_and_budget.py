@@ -1,7 +1,7 @@
 """The plan before the run and a budget the sweep honours, on the demo with the static model (BM25 and dense).
 
 ``ragbench plan`` on a cold home says what the sweep then does (texts it embeds, configs it evaluates), and the
-sweep keeps the rate it measured as the model's calibration; on the warm home the plan says nothing is left (0 texts
+sweep keeps the rate it measured as the model's calibration (and makes one when it was not planned first); on the warm home the plan says nothing is left (0 texts
 to embed, every config reused). ``--recalibrate`` measures anew over a stored rate. A budget that the dense
 configs' embedding would overrun (a calibration on file that prices the model high: the test hook, no sleeps) stops
 the sweep after the BM25 configs: they are recorded, the others are over_budget in DuckDB, MLflow and the --json
@@ -82,6 +82,27 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, mon
     assert again["configs"]["run"] == n and again["texts_to_embed"] == 0
     assert all(r["cached"] > 0 for r in again["rows"] if r["stage"] == "embed")
     assert run_sweep(load_config(other), settings).vectors_computed == 0
+
+
+def test_a_sweep_not_planned_first_keeps_what_it_measured_as_the_calibration(tmp_path, settings, monkeypatch):
+    monkeypatch.setattr(calibrate, "LEARN_MIN_SECONDS", 0.0)
+    path = write_config(tmp_path / "b.yaml", SWEEP)
+    cfg, home = load_config(path), settings.home
+    emb = cfg.embedders[0]
+    assert load_calibration(home, emb) is None
+    result = run_sweep(cfg, settings)  # no plan before it: nothing on file
+    [stage] = [s for s in result.embed_stats if s.computed >= CALIBRATION_SAMPLE]
+    learned = load_calibration(home, emb)
+    assert learned.measured_by == "sweep" and learned.texts == stage.computed
+    assert learned.seconds_per_char * learned.chars == pytest.approx(stage.encode_seconds)
+    assert learned.load_seconds > 0
+    # the next plan with texts to embed (another chunker) prices them with it: no sample taken
+    other = write_config(tmp_path / "c.yaml", SWEEP.replace("chunkers: [", "chunkers: [{kind: fixed, size: 64}, "))
+    planned = _plan(other, home)
+    assert planned["texts_to_embed"] > 0 and planned["calibrations"][emb.label] == asdict(learned)
+    sample = _plan(other, home, "--recalibrate")["calibrations"][emb.label]
+    assert (learned.dim, learned.weight_bytes, learned.model_key) == (sample["dim"], sample["weight_bytes"],
+                                                                     sample["model_key"])
 
 
 def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
