@@ -77,7 +77,8 @@ class WorkCounts:
     ``rerank_pairs``: query x candidate pairs the rerankers of the configs run will score; ``llm_calls``: answers and
     query rewrites; ``dims``: vector dimension per model; ``model_bytes``: weight bytes per model. A screened sweep
     (``search: {strategy: screen}``): ``screen``, each pair's texts of the pooled sub-corpus (``pool_documents``
-    documents), and ``embeds`` then counts only what the screen leaves new."""
+    documents, cut at ``pool_depth`` documents per query and cheap retriever), and ``embeds`` then counts only what
+    the screen leaves new."""
 
     chunks: tuple[ChunkWork, ...] = ()
     embeds: tuple[EmbedWork, ...] = ()
@@ -92,6 +93,13 @@ class WorkCounts:
     model_bytes: Mapping[str, int] = field(default_factory=dict)
     screen: tuple[EmbedWork, ...] = ()
     pool_documents: int = 0
+    pool_depth: int = 0
+
+    @property
+    def pool_share(self) -> float | None:
+        """The screen's pool as a share of the corpus' documents (None: no screen)."""
+        corpus = max((c.documents for c in self.chunks), default=0)
+        return self.pool_documents / corpus if self.screen and corpus else None
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
     counts = WorkCounts(tuple(chunk_rows), tuple(embeds), tuple(indexes), len(todo), len(plan.reused),
                         len(plan.done), n_q, rerank, llm, {m: k.dim for m, k in calibrations.items()},
                         {m: k.weight_bytes for m, k in calibrations.items()}, tuple(screen),
-                        len(pool.doc_ids) if pool is not None else 0)
+                        len(pool.doc_ids) if pool is not None else 0, cfg.search.depth)
     return counts, calibrations, new_by_model
 
 
@@ -157,6 +157,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+#: a screen pool at least this share of the corpus' documents gets a hint to lower ``search.depth``: a pair
+#: screened out then spares at most the rest of its embedding
+LARGE_POOL = 0.5
 _UNITS = {"load": "model to load", "chunk": "documents to cut", "screen": "pooled texts to embed",
           "embed": "texts to embed", "index": "vectors to index", "evaluate": "configs to evaluate", "llm": "LLM calls"}
 _KEPT = {"chunk": "cached", "screen": "cached", "embed": "cached", "evaluate": "reused or done"}
@@ -165,7 +168,8 @@ _KEPT = {"chunk": "cached", "screen": "cached", "embed": "cached", "evaluate": "
 def plan_lines(f: Forecast) -> list[str]:
     """The plan as lines: one per stage row (``stage  what  to compute / cached  ~seconds``; an encoding of a model
     not yet calibrated on this machine reads ``~? (not calibrated)``), then the total, disk and peak memory, and
-    on a screened sweep the total if the screen keeps only one pair."""
+    on a screened sweep the total if the screen keeps only one pair, with a hint to lower ``search.depth`` when the
+    pool is :data:`LARGE_POOL` of the corpus or more."""
     lines, e = [], f.estimate
     for r in e.rows:
         kept = _KEPT.get(r.stage, "")
@@ -182,9 +186,15 @@ def plan_lines(f: Forecast) -> list[str]:
                  + f"; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory ~{e.peak_memory_bytes / 2**20:.0f} MiB "
                    f"(models and the largest collection)")
     if e.pair_seconds:
+        c = f.counts
+        share = f" ({c.pool_share:.0%} of the corpus)" if c.pool_share is not None else ""
         lines.append(f"  screen: {len(e.pair_seconds)} chunker x model pairs first embedded on a pool of "
-                     f"{f.counts.pool_documents} documents; ~{_duration(e.floor_seconds)} if it keeps only the "
+                     f"{c.pool_documents} documents{share}; ~{_duration(e.floor_seconds)} if it keeps only the "
                      f"cheapest pair")
+        if c.pool_share is not None and c.pool_share >= LARGE_POOL:
+            lines.append(f"  screen: the pool is most of the corpus (judged documents plus each query's top "
+                         f"{c.pool_depth} of each cheap retriever), so a pair it screens out spares little of its "
+                         f"full embed; a search.depth below {c.pool_depth} makes it smaller")
     return lines
 
 
@@ -192,15 +202,16 @@ def plan_json(f: Forecast) -> dict:
     """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds`` (a screened
     sweep's if the screen keeps every pair), ``disk_bytes``, ``peak_memory_bytes``, ``configs`` (run, reuse, skip),
     ``texts_to_embed`` (the screen's included), the calibrations, ``uncalibrated`` (models whose encoding is not
-    priced), and on a screened sweep ``screen`` (``pool_documents``, ``pairs``, ``floor_seconds``: the total if the
-    screen keeps only the cheapest pair)."""
+    priced), and on a screened sweep ``screen`` (``pool_documents``, ``pool_share`` of the corpus' documents,
+    ``pairs``, ``floor_seconds``: the total if the screen keeps only the cheapest pair)."""
     e, c = f.estimate, f.counts
     return {"rows": [asdict(r) for r in e.rows], "total_seconds": e.total_seconds, "disk_bytes": e.disk_bytes,
             "peak_memory_bytes": e.peak_memory_bytes,
             "configs": {"run": c.run, "reuse": c.reuse, "skip": c.skip},
             "texts_to_embed": sum(x.new for x in c.screen + c.embeds),
             "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}, "uncalibrated": list(e.unpriced),
-            **({"screen": {"pool_documents": c.pool_documents, "pairs": dict(e.pair_seconds),
+            **({"screen": {"pool_documents": c.pool_documents, "pool_share": c.pool_share,
+                           "pairs": dict(e.pair_seconds),
                            "floor_seconds": e.floor_seconds}} if e.pair_seconds else {})}
 
 

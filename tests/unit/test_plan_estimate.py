@@ -1,5 +1,7 @@
 """The plan's arithmetic (counts x rates -> seconds, disk, memory), durations and the budgeted order, by hand."""
 
+from dataclasses import replace
+
 import pytest
 from conftest import ROOT
 
@@ -52,7 +54,8 @@ def test_a_screened_plan_prices_the_pool_and_says_what_one_kept_pair_would_cost(
                 EmbedWork("a", "u", 100, 0, 80, 8_000), EmbedWork(None, "m", 5, 0, 5, 100)),
         screen=(EmbedWork("a", "m", 20, 0, 20, 2_000), EmbedWork("b", "m", 10, 0, 10, 500),
                 EmbedWork("a", "u", 20, 0, 20, 2_000)),
-        indexes=(IndexWork("a", "m", 100), IndexWork("b", "m", 50), IndexWork("a", "u", 100)), pool_documents=7)
+        indexes=(IndexWork("a", "m", 100), IndexWork("b", "m", 50), IndexWork("a", "u", 100)), pool_documents=7,
+        pool_depth=10)
     rates = Rates(seconds_per_char={"m": 0.001}, seconds_per_vector_indexed=0.01, seconds_per_config=0.0)
     e = estimate(counts, rates)
     by = {(r.stage, r.what): r for r in e.rows}
@@ -70,6 +73,16 @@ def test_a_screened_plan_prices_the_pool_and_says_what_one_kept_pair_would_cost(
     assert any(line.split()[:2] == ["embed", "b"] and line.endswith("~2 s") for line in lines)
     assert "if the screen keeps every pair, not counting the encoding of u" in lines[-2]
     assert lines[-1].startswith("  screen: 3 chunker x model pairs first embedded on a pool of 7 documents; ~")
+    # the pool's share of the corpus: under half, said; half or more, with the hint to lower the depth
+    for corpus, share, hint in ((20, "35%", False), (14, "50%", True), (8, "88%", True)):
+        chunked = replace(counts, chunks=(ChunkWork("a", corpus, 100, False), ChunkWork("b", corpus, 50, False)))
+        said = plan_lines(Forecast(chunked, e, {}))
+        screen_lines = [line for line in said if line.startswith("  screen: ")]
+        assert f"a pool of 7 documents ({share} of the corpus); ~" in screen_lines[0]
+        assert (len(screen_lines) == 2) == hint
+        if hint:
+            assert "top 10 of each cheap retriever" in screen_lines[1] and "search.depth below 10" in screen_lines[1]
+        assert plan_json(Forecast(chunked, e, {}))["screen"]["pool_share"] == pytest.approx(7 / corpus)
     js = plan_json(f)
     assert js["screen"]["floor_seconds"] == pytest.approx(e.floor_seconds) and js["uncalibrated"] == ["u"]
     assert js["texts_to_embed"] == 20 + 10 + 20 + 80 + 40 + 80 + 5
