@@ -19,8 +19,9 @@ def register(app: typer.Typer) -> None:
     def plan(
         config: Annotated[Path, typer.Argument(help="sweep YAML (see configs/)")],
         json_out: Annotated[bool, typer.Option("--json", help="print the plan as one JSON object (rows, "
-                                                              "total_seconds, disk_bytes, peak_memory_bytes, "
-                                                              "configs, texts_to_embed)")] = False,
+                                                              "total_seconds, disk_bytes, peak_memory_bytes "
+                                                              "and its parts memory_bytes, configs, "
+                                                              "texts_to_embed)")] = False,
         home: Annotated[Optional[Path], typer.Option(help="results/cache folder, as for `ragbench sweep` (--home, "
                                                           "then $RAGBENCH_HOME, then output.home)")] = None,
         recalibrate: Annotated[bool, typer.Option("--recalibrate", help="measure each model with texts to embed "
@@ -31,8 +32,9 @@ def register(app: typer.Typer) -> None:
         model (cached and new, looked up in the vector cache), collections to index, configs to evaluate or reuse,
         LLM calls; with estimated seconds from a calibration of each model on this machine (a seeded sample
         encoded once, kept under <home>/calibration until the model's weights change, its rate then replaced by
-        what each sweep measures on this machine), disk and peak memory, and the total. Chunks not yet cached are
-        cut now (into the chunk cache, where the sweep finds them)."""
+        what each sweep measures on this machine), disk, peak memory (the sweep process's resident memory: the process,
+        the data, the model runtime, each model as its calibration measured it, the largest collection), and the total. Chunks not yet cached are cut now (into the chunk cache, where the sweep finds
+        them)."""
         from ragbench.config import load_config
         from ragbench.core.errors import RagbenchError
         from ragbench.core.models import configure_model_store, configure_revision_memo

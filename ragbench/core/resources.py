@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from ragbench.core.errors import RagbenchError
@@ -27,3 +28,25 @@ def ensure_disk_space(path: Path, needed_bytes: int, what: str, headroom: float 
     if free < want:
         raise ResourceError(f"not enough disk space for {what} under {path}: {free / 1e6:.0f} MB free, about "
                             f"{want / 1e6:.0f} MB needed (use a home on a larger disk: --home or RAGBENCH_HOME)")
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory so far, in bytes (``getrusage``'s ``ru_maxrss``: kilobytes on Linux,
+    bytes on macOS); 0 where the ``resource`` module is missing (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def rss_bytes() -> int:
+    """This process's resident memory now, in bytes (``/proc/self/statm``); 0 where there is none (not Linux)."""
+    import os
+
+    try:
+        resident = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return resident * os.sysconf("SC_PAGE_SIZE")

@@ -23,6 +23,7 @@ from pathlib import Path
 from ragbench.core.models import resolve_device, resolve_model
 from ragbench.core.paths import slug
 from ragbench.core.progress import log
+from ragbench.core.resources import peak_rss_bytes, rss_bytes
 from ragbench.sweep.estimate import CHARS_PER_TOKEN
 
 #: texts encoded (timed) per calibration, after one untimed warm-up batch
@@ -39,7 +40,11 @@ class Calibration:
     """A model's measured rate on this machine: ``seconds_per_char`` (window-capped characters), ``dim`` (vector
     width), ``weight_bytes`` (its files), over ``texts`` sampled texts of ``chars`` capped characters;
     ``load_seconds``: the warm-up encode, which loads the model; ``measured_by``: ``sample`` (:func:`calibrate`)
-    or ``sweep`` (:func:`learn_rate`: ``texts`` and ``chars`` are then the sweep stage's)."""
+    or ``sweep`` (:func:`learn_rate`: ``texts`` and ``chars`` are then the sweep stage's); ``memory_bytes``: the
+    growth of the process's peak resident memory over the load and the sample's encode, or of its resident memory
+    when more (a peak earlier in the process hides a smaller one), its runtime (torch, onnxruntime) imported before
+    (the plan counts that once, :mod:`ragbench.sweep.estimate`), at least ``weight_bytes`` (a model loaded earlier
+    in the process adds only its activations); 0 when not measured."""
 
     model_key: str
     device: str
@@ -52,6 +57,7 @@ class Calibration:
     version: int = CALIBRATION_VERSION
     load_seconds: float = 0.0  # the first encode: loading the model (once per sweep process)
     measured_by: str = "sample"
+    memory_bytes: int = 0  # peak resident memory the model added: loaded and encoding (0: not measured)
 
 
 def machine_name() -> str:
@@ -119,6 +125,8 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     cap = window_chars(spec)
     picked = [texts[i] for i in random.Random(seed).sample(range(len(texts)), min(sample, len(texts)))] or ["text"]
     picked.sort(key=len, reverse=True)
+    import_runtime(spec)
+    peak_before, rss_before = peak_rss_bytes(), rss_bytes()
     t_load = time.perf_counter()
     encode_uncached(picked[:2], spec, "document")
     load = time.perf_counter() - t_load
@@ -126,8 +134,10 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     vectors = encode_uncached(picked, spec, "document")
     seconds = time.perf_counter() - t0
     chars = max(1, padded_chars(picked, cap, spec.batch_size))
-    cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weight_bytes(spec),
-                      len(picked), chars, machine_name(), load_seconds=load)
+    weights = weight_bytes(spec)
+    cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weights, len(picked), chars,
+                      machine_name(), load_seconds=load,
+                      memory_bytes=max(peak_rss_bytes() - peak_before, rss_bytes() - rss_before, weights))
     _store(home, spec, cal)
     log.info("calibrated %s on %s: %.0f texts/s on this sample (%d texts, %.1f s)", spec.label, device,
              len(picked) / seconds if seconds else float("inf"), len(picked), seconds)
@@ -158,6 +168,15 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
     cal = replace(stored, **learned)
     _store(home, spec, cal)
     return cal
+
+
+def import_runtime(spec) -> None:
+    """Import the library that runs ``spec``'s encoder: onnxruntime (backend onnx), else sentence-transformers
+    and torch."""
+    if spec.backend == "onnx":
+        import onnxruntime  # noqa: F401
+    else:
+        import sentence_transformers  # noqa: F401
 
 
 def weight_bytes(spec) -> int:

@@ -16,7 +16,12 @@ Pure arithmetic, no file, model or store: :func:`estimate` turns a :class:`WorkC
   nothing); a reranking config adds ``seconds_per_rerank_pair x queries x depth``;
 - LLM: ``seconds_per_llm_call x calls``;
 - disk: ``4 x dim x vectors x 2`` bytes (the vector cache and the index hold each vector once);
-- peak memory: the largest model's weights plus the largest collection's vectors, in bytes.
+- peak memory, in bytes, what the sweep's process holds at once: the process itself
+  (:data:`SWEEP_PROCESS_BYTES`, plus :data:`MLFLOW_BYTES` when it logs to MLflow), the data (the corpus and every
+  chunker's chunks, as polars sizes them), each model runtime the sweep loads once (:data:`RUNTIME_BYTES`), every
+  model it loads (the calibration's measured ``memory_bytes``: weights and activations; else its weight bytes: the
+  sweep keeps each loaded model for its later stages), and the largest collection's vectors. Each part is
+  measured on its own; against the sweep's own peak (``benchmarks/plan_accuracy.py``) the sum read 0.89-0.90.
 """
 
 from __future__ import annotations
@@ -35,15 +40,24 @@ DEFAULT_QUERY_S = 0.004
 DEFAULT_RERANK_PAIR_S = 0.01
 DEFAULT_LLM_CALL_S = 2.0
 
+#: peak resident memory (bytes) measured on this 2-core Linux machine (2026-12-03): a sweep process without a
+#: model (BM25 over 300 SciFact abstracts, its report, DuckDB: 443 MB), what logging to MLflow adds (559 MB in
+#: all), and what each model runtime adds once imported beside it (torch with sentence-transformers; onnxruntime)
+SWEEP_PROCESS_BYTES = 440 * 2**20
+MLFLOW_BYTES = 115 * 2**20
+RUNTIME_BYTES = {"torch": 310 * 2**20, "onnx": 20 * 2**20}
+
 
 @dataclass(frozen=True)
 class ChunkWork:
-    """One chunker: its label, the corpus' ``documents``, its ``chunks`` and whether they were ``cached``."""
+    """One chunker: its label, the corpus' ``documents``, its ``chunks``, whether they were ``cached``, and their
+    ``bytes`` in memory."""
 
     chunker: str
     documents: int
     chunks: int
     cached: bool
+    bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,9 @@ class WorkCounts:
     """Everything a sweep will compute after its caches: per stage, the counts :func:`estimate` prices.
     ``run``/``reuse``/``skip``: configs evaluated now, copied from an earlier sweep, already done in this one;
     ``rerank_pairs``: query x candidate pairs the rerankers of the configs run will score; ``llm_calls``: answers and
-    query rewrites; ``dims``: vector dimension per model; ``model_bytes``: weight bytes per model. A screened sweep
+    query rewrites; ``dims``: vector dimension per model; ``model_bytes``: resident memory per model the sweep
+    loads; ``data_bytes``: the corpus in memory (each chunker's chunks: ``ChunkWork.bytes``); ``runtimes``: model runtimes loaded (``torch``,
+    ``onnx``); ``mlflow``: whether the sweep logs to MLflow. A screened sweep
     (``search: {strategy: screen}``): ``screen``, each pair's texts of the pooled sub-corpus (``pool_documents``
     documents, cut at ``pool_depth`` documents per query and cheap retriever), and ``embeds`` then counts only what
     the screen leaves new."""
@@ -94,6 +110,9 @@ class WorkCounts:
     screen: tuple[EmbedWork, ...] = ()
     pool_documents: int = 0
     pool_depth: int = 0
+    data_bytes: int = 0
+    runtimes: tuple[str, ...] = ()
+    mlflow: bool = False
 
     @property
     def pool_share(self) -> float | None:
@@ -131,8 +150,8 @@ class StageCost:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The priced plan: its rows, ``total_seconds`` (their sum), ``disk_bytes`` and ``peak_memory_bytes``.
-    ``pair_seconds``: on a screened sweep, each chunker x model pair's full embedding and collections (what the
+    """The priced plan: its rows, ``total_seconds`` (their sum), ``disk_bytes`` and ``peak_memory_bytes`` (the sum
+    of ``memory``: process, data, runtimes, models, collection). ``pair_seconds``: on a screened sweep, each chunker x model pair's full embedding and collections (what the
     screen saves when it screens the pair out); ``unpriced``: models with new texts and no calibration (their
     encoding is priced 0 until the sweep measures it)."""
 
@@ -141,6 +160,7 @@ class Estimate:
     peak_memory_bytes: int
     pair_seconds: Mapping[str, float] = field(default_factory=dict)
     unpriced: tuple[str, ...] = ()
+    memory: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def total_seconds(self) -> float:
@@ -193,10 +213,19 @@ def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
     for e in counts.screen + counts.embeds:
         new_vectors[e.model] = new_vectors.get(e.model, 0) + e.new
     disk = sum(2 * 4 * counts.dims.get(m, 384) * n for m, n in new_vectors.items())
-    largest = max((4 * counts.dims.get(i.model, 384) * i.vectors for i in counts.indexes), default=0)
-    memory = max(counts.model_bytes.values(), default=0) + largest
+    memory = memory_parts(counts)
     unpriced = tuple(m for m in loads if m not in rates.seconds_per_char)
-    return Estimate(tuple(rows), disk, memory, pairs, unpriced)
+    return Estimate(tuple(rows), disk, sum(memory.values()), pairs, unpriced, memory)
+
+
+def memory_parts(counts: WorkCounts) -> dict[str, int]:
+    """The peak memory's parts in bytes (the convention is in the module docstring): ``process``, ``data``,
+    ``runtimes``, ``models``, ``collection``."""
+    return {"process": SWEEP_PROCESS_BYTES + (MLFLOW_BYTES if counts.mlflow else 0),
+            "data": counts.data_bytes + sum(c.bytes for c in counts.chunks),
+            "runtimes": sum(RUNTIME_BYTES.get(r, 0) for r in counts.runtimes),
+            "models": sum(counts.model_bytes.values()),
+            "collection": max((4 * counts.dims.get(i.model, 384) * i.vectors for i in counts.indexes), default=0)}
 
 
 def stage_seconds(stage: str, units: float, chars: int, model: str | None, rates: Rates) -> float:

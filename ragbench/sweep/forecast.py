@@ -15,7 +15,8 @@ from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.schemas import index_texts
 from ragbench.data import Dataset
-from ragbench.sweep.calibrate import Calibration, calibrate, capped_chars, load_calibration, window_chars
+from ragbench.sweep.calibrate import (Calibration, calibrate, capped_chars, load_calibration, weight_bytes,
+                                     window_chars)
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import ChunkWork, EmbedWork, Estimate, IndexWork, Rates, WorkCounts, estimate
 
@@ -65,9 +66,9 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                recalibrate: bool = False) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
     """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
     new texts (the stored one; measured now when none is stored and ``calibrate_models``, or whatever is stored
-    when ``recalibrate``; else left out) and per
-    model its new document texts. ``pool`` (a :class:`~ragbench.sweep.screen.Pool`, on a screened sweep): each
-    pair's pooled texts are counted as the screen's, and its full embedding as the texts the screen leaves new."""
+    when ``recalibrate``; else left out) and per model its new document texts. ``pool`` (a screened sweep's
+    :class:`~ragbench.sweep.screen.Pool`): each pair's pooled texts count as the screen's, its full embedding as
+    the texts the screen leaves new; the memory: :func:`models_memory`, the corpus' and each chunker's bytes."""
     from ragbench.embedding.embed import model_key
     from ragbench.sweep.stages import chunk_stage
 
@@ -86,7 +87,7 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
         ch = cfg.chunkers[i]
         cached = chunk_cache.peek(ChunkCache.key(ds.fingerprint, ch)) is not None
         chunks = chunk_stage(ds, ch, chunk_cache)
-        chunk_rows.append(ChunkWork(ch.label, ds.corpus.height, chunks.height, cached))
+        chunk_rows.append(ChunkWork(ch.label, ds.corpus.height, chunks.height, cached, chunks.estimated_size()))
         pairs: dict[str, list[RunConfig]] = {}
         for c in todo:
             if c.chunker == ch and c.embedder is not None:
@@ -114,11 +115,24 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
     n_q, gen = ds.queries.height, cfg.generation
     llm = sum(n_q for c in todo if c.retriever.rewrite is not None) + (n_q * len(todo) if gen and gen.enabled else 0)
     rerank = sum(n_q * c.retriever.rerank.top_n for c in todo if c.retriever.rerank is not None)
+    model_bytes, runtimes = models_memory(models.values(), calibrations, home)
     counts = WorkCounts(tuple(chunk_rows), tuple(embeds), tuple(indexes), len(todo), len(plan.reused),
-                        len(plan.done), n_q, rerank, llm, {m: k.dim for m, k in calibrations.items()},
-                        {m: k.weight_bytes for m, k in calibrations.items()}, tuple(screen),
-                        len(pool.doc_ids) if pool is not None else 0, cfg.search.depth)
+                        len(plan.done), n_q, rerank, llm, {m: k.dim for m, k in calibrations.items()}, model_bytes,
+                        tuple(screen), len(pool.doc_ids) if pool is not None else 0, cfg.search.depth,
+                        ds.corpus.estimated_size(), runtimes, cfg.output.mlflow)
     return counts, calibrations, new_by_model
+
+
+def models_memory(models, calibrations: dict[str, Calibration], home: Path) -> tuple[dict[str, int], tuple[str, ...]]:
+    """Per model label the bytes the loaded model holds: its calibration's measured ``memory_bytes`` (the one just
+    taken, else the stored one), else its weight files' bytes; and the runtimes they load (``torch``, ``onnx``).
+    Every model of a config to run counts: one whose vectors are all cached is still loaded, to time the queries it
+    serves."""
+    out = {}
+    for emb in models:
+        calibration = calibrations.get(emb.label) or load_calibration(home, emb)
+        out[emb.label] = calibration.memory_bytes if calibration and calibration.memory_bytes else weight_bytes(emb)
+    return out, tuple(sorted({"onnx" if e.backend == "onnx" else "torch" for e in models}))
 
 
 def _calibrations(models: list, home: Path, new_by_model: dict[str, list[str]], ds: Dataset,
@@ -184,7 +198,7 @@ def plan_lines(f: Forecast) -> list[str]:
                  + (f", not counting the encoding of {', '.join(e.unpriced)} (`ragbench plan` calibrates)"
                     if e.unpriced else "")
                  + f"; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory ~{e.peak_memory_bytes / 2**20:.0f} MiB "
-                   f"(models and the largest collection)")
+                   f"({', '.join(f'{k} {v / 2**20:.0f}' for k, v in e.memory.items() if v >= 2**19)})")
     if e.pair_seconds:
         c = f.counts
         share = f" ({c.pool_share:.0%} of the corpus)" if c.pool_share is not None else ""
@@ -200,13 +214,14 @@ def plan_lines(f: Forecast) -> list[str]:
 
 def plan_json(f: Forecast) -> dict:
     """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds`` (a screened
-    sweep's if the screen keeps every pair), ``disk_bytes``, ``peak_memory_bytes``, ``configs`` (run, reuse, skip),
+    sweep's if the screen keeps every pair), ``disk_bytes``, ``peak_memory_bytes`` (and its parts, ``memory_bytes``:
+    :func:`~ragbench.sweep.estimate.memory_parts`), ``configs`` (run, reuse, skip),
     ``texts_to_embed`` (the screen's included), the calibrations, ``uncalibrated`` (models whose encoding is not
     priced), and on a screened sweep ``screen`` (``pool_documents``, ``pool_share`` of the corpus' documents,
     ``pairs``, ``floor_seconds``: the total if the screen keeps only the cheapest pair)."""
     e, c = f.estimate, f.counts
     return {"rows": [asdict(r) for r in e.rows], "total_seconds": e.total_seconds, "disk_bytes": e.disk_bytes,
-            "peak_memory_bytes": e.peak_memory_bytes,
+            "peak_memory_bytes": e.peak_memory_bytes, "memory_bytes": dict(e.memory),
             "configs": {"run": c.run, "reuse": c.reuse, "skip": c.skip},
             "texts_to_embed": sum(x.new for x in c.screen + c.embeds),
             "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}, "uncalibrated": list(e.unpriced),

@@ -11,6 +11,9 @@ the next run without a budget completes with per-query values equal to an unbudg
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import asdict
 
 import pytest
@@ -24,7 +27,8 @@ from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
 from ragbench.sweep import calibrate
-from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, learn_rate, load_calibration
+from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, learn_rate, load_calibration, weight_bytes
+from ragbench.sweep.estimate import MLFLOW_BYTES, RUNTIME_BYTES, SWEEP_PROCESS_BYTES
 
 SWEEP = f"""name: budgeted
 dataset: {{name: nimbus-demo, path: {ROOT / 'datasets' / 'demo'}, split: test, queries: all}}
@@ -111,9 +115,16 @@ def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     price_model_high(home, emb)
     stored = _plan(path, home)
     assert stored["calibrations"][emb.label]["seconds_per_char"] == 10.0  # what is stored is used as it is
+    # no memory measured: the model counts its weight files; the process part is the sweep's with MLflow
+    weights = weight_bytes(emb)
+    assert stored["memory_bytes"]["models"] == weights > 0
+    assert stored["memory_bytes"]["process"] == SWEEP_PROCESS_BYTES + MLFLOW_BYTES
+    assert stored["memory_bytes"]["runtimes"] == RUNTIME_BYTES["torch"] and stored["memory_bytes"]["data"] > 0
+    assert stored["peak_memory_bytes"] == sum(stored["memory_bytes"].values())
     fresh = _plan(path, home, "--recalibrate")
     measured = fresh["calibrations"][emb.label]
     assert measured["measured_by"] == "sample" and 0 < measured["seconds_per_char"] < 0.01
+    assert fresh["memory_bytes"]["models"] == measured["memory_bytes"] >= weights  # measured: what it holds
     assert fresh["total_seconds"] < stored["total_seconds"] / 100
     assert asdict(load_calibration(home, emb)) == measured  # and kept for the next plan
     # a sweep stage replaces it only from a sample's worth of texts and LEARN_MIN_SECONDS of model time
@@ -125,6 +136,20 @@ def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     assert learned == load_calibration(home, emb) and learned.seconds_per_char == 0.1
     assert (learned.measured_by, learned.dim, learned.load_seconds) == ("sweep", measured["dim"],
                                                                        measured["load_seconds"])
+
+
+def test_a_calibration_measures_the_memory_a_model_adds(tmp_path):
+    # in a process of its own, as `ragbench plan` calibrates: here the model may be loaded already
+    code = ("import json, sys; from ragbench.embedding.spec import EmbedderSpec; "
+            "from ragbench.sweep.calibrate import calibrate; "
+            "cal = calibrate(sys.argv[1], EmbedderSpec(model='all-MiniLM-L6-v2'), ['a text ' * 200] * 64); "
+            "print(json.dumps([cal.memory_bytes, cal.weight_bytes]))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    memory, weights = json.loads(done.stdout.strip().splitlines()[-1])
+    # MiniLM's 91 MB of weights, then activations of a batch of 32 texts of 254 tokens (measured: ~550 MB)
+    assert 2 * weights < memory < 2 * 2**30
 
 
 def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp_path, settings):

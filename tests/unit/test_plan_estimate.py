@@ -8,7 +8,18 @@ from conftest import ROOT
 from ragbench.config import load_config
 from ragbench.core.errors import ConfigError
 from ragbench.sweep.budget import budget_order, parse_duration
-from ragbench.sweep.estimate import ChunkWork, EmbedWork, IndexWork, Rates, WorkCounts, estimate, stage_seconds
+from ragbench.sweep.estimate import (
+    MLFLOW_BYTES,
+    RUNTIME_BYTES,
+    SWEEP_PROCESS_BYTES,
+    ChunkWork,
+    EmbedWork,
+    IndexWork,
+    Rates,
+    WorkCounts,
+    estimate,
+    stage_seconds,
+)
 
 
 def test_estimate_prices_each_stage_and_sums_them():
@@ -34,7 +45,15 @@ def test_estimate_prices_each_stage_and_sums_them():
     assert by[("load", "m")].seconds == 7.0  # once, though the model embeds two sets of texts
     assert e.total_seconds == pytest.approx(5 + 7 + 10 + 0.2 + 10 + 8.5 + 12)
     assert e.disk_bytes == 2 * 4 * 8 * (25 + 5)  # each new vector in the cache and in the index
-    assert e.peak_memory_bytes == 1000 + 4 * 8 * 40
+    # the process, no MLflow, no runtime, one model's measured bytes, the one collection's float32 vectors
+    assert e.memory == {"process": SWEEP_PROCESS_BYTES, "data": 0, "runtimes": 0, "models": 1000,
+                        "collection": 4 * 8 * 40}
+    assert e.peak_memory_bytes == SWEEP_PROCESS_BYTES + 1000 + 4 * 8 * 40
+    both = estimate(replace(counts, mlflow=True, runtimes=("onnx", "torch"), data_bytes=70,
+                            chunks=(ChunkWork("whole", 10, 10, True, 3), ChunkWork("fixed", 10, 40, False, 4)),
+                            model_bytes={"m": 1000, "u": 500}), rates)
+    assert both.peak_memory_bytes == (SWEEP_PROCESS_BYTES + MLFLOW_BYTES + 77 + RUNTIME_BYTES["onnx"]
+                                      + RUNTIME_BYTES["torch"] + 1500 + 4 * 8 * 40)
     assert stage_seconds("embed", 0, 500, "m", rates) == pytest.approx(0.5)
     assert stage_seconds("evaluate", 5, 0, None, rates) == pytest.approx(2.5)
     assert stage_seconds("index", 8, 0, None, rates) == pytest.approx(2.0)
