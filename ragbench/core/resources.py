@@ -50,3 +50,23 @@ def rss_bytes() -> int:
     except (OSError, IndexError, ValueError):
         return 0
     return resident * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_limit_bytes() -> int | None:
+    """The memory this process may use, in bytes: the smallest of the machine's physical memory and the cgroup's
+    limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``: a container's or a batch job's); None when unknown."""
+    import os
+
+    limits = []
+    try:
+        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        pass
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            value = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if value.isdigit():
+            limits.append(int(value))
+    return min(limits) if limits else None

@@ -21,6 +21,7 @@ from pathlib import Path
 from ragbench.config import RunConfig
 from ragbench.core.errors import ConfigError
 from ragbench.core.progress import log
+from ragbench.core.resources import memory_limit_bytes
 from ragbench.results.outcomes import OVER_BUDGET
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate, stage_seconds
@@ -219,9 +220,11 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
         counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=budget_s is not None,
                                      pool=pool)
         rates = rates_of(cals)
+        forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes())
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
-                 len(plan.reused), len(plan.done), "\n".join(plan_lines(Forecast(counts, estimate(counts, rates),
-                                                                                  cals))))
+                 len(plan.reused), len(plan.done), "\n".join(plan_lines(forecast)))
+        if (warning := forecast.memory_warning()) is not None:
+            log.warning("plan: %s", warning)
     except Exception as e:  # the plan informs; it never stops a sweep
         log.warning("plan: could not be estimated (%s)", e)
         counts, rates = WorkCounts(), Rates()

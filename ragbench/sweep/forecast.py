@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, VectorCache
+from ragbench.core.resources import memory_limit_bytes
 from ragbench.core.schemas import index_texts
 from ragbench.data import Dataset
 from ragbench.sweep.calibrate import (Calibration, calibrate, capped_chars, load_calibration, weight_bytes,
@@ -23,11 +24,22 @@ from ragbench.sweep.estimate import ChunkWork, EmbedWork, Estimate, IndexWork, R
 
 @dataclass(frozen=True)
 class Forecast:
-    """Counts, their price and the calibrations used (per model label)."""
+    """Counts, their price, the calibrations used (per model label) and the memory this process may use
+    (:func:`~ragbench.core.resources.memory_limit_bytes`; None: not checked)."""
 
     counts: WorkCounts
     estimate: Estimate
     calibrations: dict[str, Calibration]
+    memory_limit: int | None = None
+
+    def memory_warning(self) -> str | None:
+        """One line when the estimated peak memory is over the memory this process may use, else None."""
+        peak, limit = self.estimate.peak_memory_bytes, self.memory_limit
+        if limit is None or peak <= limit:
+            return None
+        return (f"peak memory ~{peak / 2**20:.0f} MiB is over the {limit / 2**20:.0f} MiB this process may use "
+                f"(the machine's memory or its cgroup limit): fewer models or chunkers per sweep, or a larger "
+                f"machine, before the night runs out of memory")
 
     @property
     def total_seconds(self) -> float:
@@ -160,7 +172,7 @@ def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, h
     """Count the work of ``plan`` (``pool``: a screened sweep's, see :func:`count_work`; ``recalibrate``: each model
     with texts to embed measured afresh) and price it (:func:`~ragbench.sweep.estimate.estimate`)."""
     counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool, recalibrate=recalibrate)
-    return Forecast(counts, estimate(counts, rates_of(cals)), cals)
+    return Forecast(counts, estimate(counts, rates_of(cals)), cals, memory_limit_bytes())
 
 
 def _duration(seconds: float) -> str:
@@ -199,6 +211,8 @@ def plan_lines(f: Forecast) -> list[str]:
                     if e.unpriced else "")
                  + f"; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory ~{e.peak_memory_bytes / 2**20:.0f} MiB "
                    f"({', '.join(f'{k} {v / 2**20:.0f}' for k, v in e.memory.items() if v >= 2**19)})")
+    if (warning := f.memory_warning()) is not None:
+        lines.append(f"  memory: {warning}")
     if e.pair_seconds:
         c = f.counts
         share = f" ({c.pool_share:.0%} of the corpus)" if c.pool_share is not None else ""
@@ -215,13 +229,15 @@ def plan_lines(f: Forecast) -> list[str]:
 def plan_json(f: Forecast) -> dict:
     """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds`` (a screened
     sweep's if the screen keeps every pair), ``disk_bytes``, ``peak_memory_bytes`` (and its parts, ``memory_bytes``:
-    :func:`~ragbench.sweep.estimate.memory_parts`), ``configs`` (run, reuse, skip),
+    :func:`~ragbench.sweep.estimate.memory_parts`; ``memory_limit_bytes``: what this process may use), ``configs``
+    (run, reuse, skip),
     ``texts_to_embed`` (the screen's included), the calibrations, ``uncalibrated`` (models whose encoding is not
     priced), and on a screened sweep ``screen`` (``pool_documents``, ``pool_share`` of the corpus' documents,
     ``pairs``, ``floor_seconds``: the total if the screen keeps only the cheapest pair)."""
     e, c = f.estimate, f.counts
     return {"rows": [asdict(r) for r in e.rows], "total_seconds": e.total_seconds, "disk_bytes": e.disk_bytes,
             "peak_memory_bytes": e.peak_memory_bytes, "memory_bytes": dict(e.memory),
+            "memory_limit_bytes": f.memory_limit,
             "configs": {"run": c.run, "reuse": c.reuse, "skip": c.skip},
             "texts_to_embed": sum(x.new for x in c.screen + c.embeds),
             "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}, "uncalibrated": list(e.unpriced),

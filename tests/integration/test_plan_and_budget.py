@@ -26,7 +26,7 @@ from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
-from ragbench.sweep import calibrate
+from ragbench.sweep import budget, calibrate
 from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, learn_rate, load_calibration, weight_bytes
 from ragbench.sweep.estimate import MLFLOW_BYTES, RUNTIME_BYTES, SWEEP_PROCESS_BYTES
 
@@ -88,13 +88,17 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, mon
     assert run_sweep(load_config(other), settings).vectors_computed == 0
 
 
-def test_a_sweep_not_planned_first_keeps_what_it_measured_as_the_calibration(tmp_path, settings, monkeypatch):
+def test_a_sweep_not_planned_first_keeps_what_it_measured_as_the_calibration(tmp_path, settings, monkeypatch,
+                                                                            caplog):
     monkeypatch.setattr(calibrate, "LEARN_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(budget, "memory_limit_bytes", lambda: 2**20)  # a process allowed 1 MiB: the plan warns
     path = write_config(tmp_path / "b.yaml", SWEEP)
     cfg, home = load_config(path), settings.home
     emb = cfg.embedders[0]
     assert load_calibration(home, emb) is None
     result = run_sweep(cfg, settings)  # no plan before it: nothing on file
+    [warned] = [r for r in caplog.records if r.levelname == "WARNING" and "MiB this process may use" in r.message]
+    assert warned.message.startswith("plan: peak memory ~") and "is over the 1 MiB" in warned.message
     [stage] = [s for s in result.embed_stats if s.computed >= CALIBRATION_SAMPLE]
     learned = load_calibration(home, emb)
     assert learned.measured_by == "sweep" and learned.texts == stage.computed

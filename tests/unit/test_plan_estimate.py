@@ -102,6 +102,14 @@ def test_a_screened_plan_prices_the_pool_and_says_what_one_kept_pair_would_cost(
         if hint:
             assert "top 10 of each cheap retriever" in screen_lines[1] and "search.depth below 10" in screen_lines[1]
         assert plan_json(Forecast(chunked, e, {}))["screen"]["pool_share"] == pytest.approx(7 / corpus)
+    # over the memory this process may use: a line saying so (none without a limit or under it)
+    assert all(not line.startswith("  memory:") for line in lines) and f.memory_warning() is None
+    peak = e.peak_memory_bytes
+    assert Forecast(counts, e, {}, memory_limit=peak).memory_warning() is None
+    tight = Forecast(counts, e, {}, memory_limit=peak - 2**20)
+    [said] = [line for line in plan_lines(tight) if line.startswith("  memory:")]
+    assert said == f"  memory: {tight.memory_warning()}" and f"~{peak / 2**20:.0f} MiB is over the " in said
+    assert plan_json(tight)["memory_limit_bytes"] == peak - 2**20
     js = plan_json(f)
     assert js["screen"]["floor_seconds"] == pytest.approx(e.floor_seconds) and js["uncalibrated"] == ["u"]
     assert js["texts_to_embed"] == 20 + 10 + 20 + 80 + 40 + 80 + 5
