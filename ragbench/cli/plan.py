@@ -30,11 +30,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Per stage, what a sweep would compute now: chunks per chunker (cached or to cut), texts to embed per
         model (cached and new, looked up in the vector cache), collections to index, configs to evaluate or reuse,
-        LLM calls; with estimated seconds from a calibration of each model on this machine (a seeded sample
-        encoded once, kept under <home>/calibration until the model's weights change, its rate then replaced by
-        what each sweep measures on this machine), disk, peak memory (the sweep process's resident memory: the process,
-        the data, the model runtime, each model as its calibration measured it, the largest collection), and the total. Chunks not yet cached are cut now (into the chunk cache, where the sweep finds
-        them)."""
+        LLM calls; with estimated seconds from a calibration of each model on this machine (a seeded sample encoded
+        once, kept under <home>/calibration until the model's weights change, its rate then replaced by what each
+        sweep measures on this machine), disk, peak memory (the sweep process's resident memory: the process, the
+        data, the model runtime, each model as its calibration measured it, the largest collection), and the total.
+        Chunks not yet cached are cut now (into the chunk cache, where the sweep finds them)."""
         from ragbench.config import load_config
         from ragbench.core.errors import RagbenchError
         from ragbench.core.models import configure_model_store, configure_revision_memo

@@ -2,8 +2,9 @@
 kept per machine, model and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
 weights change (the file records the model key, weights revision included). Each sweep that encodes at least a
 sample's worth of new texts for 10 s or more in its own process then replaces the stored rate with the one it
-measured, or stores it when there was none (:func:`learn_rate`): the sample is 64 texts taken once, and one taken while the machine was busy would
-otherwise price every later plan and budget; ``ragbench plan --recalibrate`` measures a sample afresh.
+measured, or stores it when there was none (:func:`learn_rate`): the sample is 64 texts taken once, and one taken
+while the machine was busy would otherwise price every later plan and budget; ``ragbench plan --recalibrate``
+measures a sample afresh.
 
 The rate is seconds per character, each text's characters capped at the model's window
 (:func:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` x window tokens), so a rate measured on one chunker's texts

@@ -90,8 +90,8 @@ class WorkCounts:
     ``run``/``reuse``/``skip``: configs evaluated now, copied from an earlier sweep, already done in this one;
     ``rerank_pairs``: query x candidate pairs the rerankers of the configs run will score; ``llm_calls``: answers and
     query rewrites; ``dims``: vector dimension per model; ``model_bytes``: resident memory per model the sweep
-    loads; ``data_bytes``: the corpus in memory (each chunker's chunks: ``ChunkWork.bytes``); ``runtimes``: model runtimes loaded (``torch``,
-    ``onnx``); ``mlflow``: whether the sweep logs to MLflow. A screened sweep
+    loads; ``data_bytes``: the corpus in memory (each chunker's chunks: ``ChunkWork.bytes``); ``runtimes``: model
+    runtimes loaded (``torch``, ``onnx``); ``mlflow``: whether the sweep logs to MLflow. A screened sweep
     (``search: {strategy: screen}``): ``screen``, each pair's texts of the pooled sub-corpus (``pool_documents``
     documents, cut at ``pool_depth`` documents per query and cheap retriever), and ``embeds`` then counts only what
     the screen leaves new."""
@@ -151,9 +151,10 @@ class StageCost:
 @dataclass(frozen=True)
 class Estimate:
     """The priced plan: its rows, ``total_seconds`` (their sum), ``disk_bytes`` and ``peak_memory_bytes`` (the sum
-    of ``memory``: process, data, runtimes, models, collection). ``pair_seconds``: on a screened sweep, each chunker x model pair's full embedding and collections (what the
-    screen saves when it screens the pair out); ``unpriced``: models with new texts and no calibration (their
-    encoding is priced 0 until the sweep measures it)."""
+    of ``memory``: process, data, runtimes, models, collection). ``pair_seconds``: on a screened sweep, each chunker
+    x model pair's full embedding and collections (what the screen saves when it screens the pair out);
+    ``unpriced``: models with new texts and no calibration (their encoding is priced 0 until the sweep measures
+    it)."""
 
     rows: tuple[StageCost, ...]
     disk_bytes: int

@@ -1,12 +1,13 @@
 """The plan before the run and a budget the sweep honours, on the demo with the static model (BM25 and dense).
 
 ``ragbench plan`` on a cold home says what the sweep then does (texts it embeds, configs it evaluates), and the
-sweep keeps the rate it measured as the model's calibration (and makes one when it was not planned first); on the warm home the plan says nothing is left (0 texts
-to embed, every config reused). ``--recalibrate`` measures anew over a stored rate. A budget that the dense
-configs' embedding would overrun (a calibration on file that prices the model high: the test hook, no sleeps) stops
-the sweep after the BM25 configs: they are recorded, the others are over_budget in DuckDB, MLflow and the --json
-lines, the exit code is 0, the sweep counts as unfinished (the report says to continue it, `promote` refuses), and
-the next run without a budget completes with per-query values equal to an unbudgeted sweep's."""
+sweep keeps the rate it measured as the model's calibration (and makes one when it was not planned first); on the
+warm home the plan says nothing is left (0 texts to embed, every config reused). ``--recalibrate`` measures anew
+over a stored rate. A budget that the dense configs' embedding would overrun (a calibration on file that prices the
+model high: the test hook, no sleeps) stops the sweep after the BM25 configs: they are recorded, the others are
+over_budget in DuckDB, MLflow and the --json lines, the exit code is 0, the sweep counts as unfinished (the report
+says to continue it, `promote` refuses), and the next run without a budget completes with per-query values equal to
+an unbudgeted sweep's."""
 
 from __future__ import annotations
 
