@@ -28,7 +28,7 @@ from ragbench.core.models import (
     resolve_model,
 )
 from ragbench.core.progress import log, progress
-from ragbench.core.resources import ensure_disk_space
+from ragbench.core.resources import ensure_disk_space, rss_bytes
 from ragbench.core.schemas import TextColumn, text_batches, text_lengths, texts_at
 from ragbench.core.workers import InProcess, Workers, chunked
 from ragbench.embedding.spec import EmbedderSpec
@@ -147,33 +147,53 @@ def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndar
                         show_progress_bar=False)
 
 
-#: wall seconds of each encoder's first load in this process (imports included), by :func:`_encoder_id`
-_LOAD_SECONDS: dict[tuple, float] = {}
+#: the first load of each encoder in this process, by :func:`_encoder_id`: its wall seconds (the runtime's import
+#: included) and the resident bytes the model added (its runtime imported before)
+_FIRST_LOADS: dict[tuple, tuple[float, int]] = {}
 
 
 def load_encoder(spec: EmbedderSpec, device: str, store: Path | None = None):
     """The model that encodes for ``spec``: a SentenceTransformer (backend torch) or an
     :class:`~ragbench.embedding.onnx_backend.OnnxEncoder` exported into ``store`` (default: the home's models
     folder); both answer ``encode(texts, prompt=, batch_size=, convert_to_numpy=, show_progress_bar=)``. Both are
-    memoised: the first call's wall time is the load (:func:`first_load_seconds`)."""
+    memoised; the first call is timed and its memory measured (:func:`first_load`)."""
+    key = _encoder_id(spec)
+    if key in _FIRST_LOADS:
+        return _load_encoder(spec, device, store)
     t0 = time.perf_counter()
+    import_runtime(spec)
+    resident = rss_bytes()
+    model = _load_encoder(spec, device, store)
+    _FIRST_LOADS[key] = (time.perf_counter() - t0, max(rss_bytes() - resident, 0))
+    return model
+
+
+def _load_encoder(spec: EmbedderSpec, device: str, store: Path | None):
     if spec.backend == "onnx":
         from ragbench.embedding.onnx_backend import load_onnx_encoder
 
-        model = load_onnx_encoder(spec.model, spec.quantize, spec.max_seq_length, store)
+        return load_onnx_encoder(spec.model, spec.quantize, spec.max_seq_length, store)
+    return load_sentence_transformer(spec.model, spec.max_seq_length, device)
+
+
+def import_runtime(spec: EmbedderSpec) -> None:
+    """Import the library that runs ``spec``'s encoder: onnxruntime (backend onnx), else sentence-transformers
+    and torch."""
+    if spec.backend == "onnx":
+        import onnxruntime  # noqa: F401
     else:
-        model = load_sentence_transformer(spec.model, spec.max_seq_length, device)
-    _LOAD_SECONDS.setdefault(_encoder_id(spec), time.perf_counter() - t0)
-    return model
+        import sentence_transformers  # noqa: F401
 
 
 def _encoder_id(spec: EmbedderSpec) -> tuple:
     return spec.model, spec.backend_suffix, spec.max_seq_length
 
 
-def first_load_seconds(spec: EmbedderSpec) -> float | None:
-    """Seconds the first load of ``spec``'s encoder took in this process (None: not loaded here)."""
-    return _LOAD_SECONDS.get(_encoder_id(spec))
+def first_load(spec: EmbedderSpec) -> tuple[float, int] | None:
+    """``(seconds, bytes)`` of the first load of ``spec``'s encoder in this process: wall seconds, its runtime's
+    import included, and the growth of resident memory over the model's load alone (0 where it cannot be read);
+    None when it was not loaded here."""
+    return _FIRST_LOADS.get(_encoder_id(spec))
 
 
 @dataclass(frozen=True)

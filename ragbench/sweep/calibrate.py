@@ -117,7 +117,7 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
 
     Measured: one untimed warm-up encode (loads the model), then the sample, longest first as the sweep sorts its
     texts, encoded without the cache; ``seconds_per_char = seconds /`` :func:`padded_chars` of the sample."""
-    from ragbench.embedding.embed import encode_uncached, model_key
+    from ragbench.embedding.embed import encode_uncached, import_runtime, model_key
 
     found = None if again else load_calibration(home, spec)
     if found is not None:
@@ -126,9 +126,9 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     cap = window_chars(spec)
     picked = [texts[i] for i in random.Random(seed).sample(range(len(texts)), min(sample, len(texts)))] or ["text"]
     picked.sort(key=len, reverse=True)
-    import_runtime(spec)
-    peak_before, rss_before = peak_rss_bytes(), rss_bytes()
     t_load = time.perf_counter()
+    import_runtime(spec)  # its seconds are the load's; its memory the plan counts once (ragbench.sweep.estimate)
+    peak_before, rss_before = peak_rss_bytes(), rss_bytes()
     encode_uncached(picked[:2], spec, "document")
     load = time.perf_counter() - t_load
     t0 = time.perf_counter()
@@ -151,11 +151,12 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
     encodes its texts sorted by length, so its batches barely pad and capped characters are what it paid for).
 
     Only from at least :data:`CALIBRATION_SAMPLE` texts and :data:`LEARN_MIN_SECONDS` of model time. Over a stored
-    calibration its vector width, weight bytes and load time are kept; with none stored (a sweep not planned first)
-    the calibration is made here: the width from one encode of the loaded model, the weight bytes from its files,
-    the load time from this process's first load of it (:func:`~ragbench.embedding.embed.first_load_seconds`; 0
-    when it was loaded elsewhere). Returns the new calibration, or None when nothing was stored."""
-    from ragbench.embedding.embed import encode_uncached, first_load_seconds, model_key
+    calibration its vector width, weight bytes, load time and memory are kept; with none stored (a sweep not planned
+    first) the calibration is made here: the width from one encode of the loaded model, the weight bytes from its
+    files, the load time and memory from this process's first load of it (:func:`~ragbench.embedding.embed.
+    first_load`: the memory of the loaded weights, at least their bytes, without a sample's activations; 0 s and the
+    weight bytes when it was loaded elsewhere). Returns the new calibration, or None when nothing was stored."""
+    from ragbench.embedding.embed import encode_uncached, first_load, model_key
 
     if texts < CALIBRATION_SAMPLE or seconds < LEARN_MIN_SECONDS or chars <= 0:
         return None
@@ -164,20 +165,13 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
     if stored is None:
         device = resolve_device(spec.device)
         dim = int(encode_uncached(["width"], spec, "document").shape[1])
-        stored = Calibration(model_key(spec), device, 0.0, dim, weight_bytes(spec), 0, 0, machine_name(),
-                             load_seconds=first_load_seconds(spec) or 0.0)
+        load_seconds, load_bytes = first_load(spec) or (0.0, 0)
+        weights = weight_bytes(spec)
+        stored = Calibration(model_key(spec), device, 0.0, dim, weights, 0, 0, machine_name(),
+                             load_seconds=load_seconds, memory_bytes=max(load_bytes, weights))
     cal = replace(stored, **learned)
     _store(home, spec, cal)
     return cal
-
-
-def import_runtime(spec) -> None:
-    """Import the library that runs ``spec``'s encoder: onnxruntime (backend onnx), else sentence-transformers
-    and torch."""
-    if spec.backend == "onnx":
-        import onnxruntime  # noqa: F401
-    else:
-        import sentence_transformers  # noqa: F401
 
 
 def weight_bytes(spec) -> int:

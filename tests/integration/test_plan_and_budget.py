@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
+from ragbench.embedding.embed import first_load
 from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
@@ -104,7 +105,10 @@ def test_a_sweep_not_planned_first_keeps_what_it_measured_as_the_calibration(tmp
     learned = load_calibration(home, emb)
     assert learned.measured_by == "sweep" and learned.texts == stage.computed
     assert learned.seconds_per_char * learned.chars == pytest.approx(stage.encode_seconds)
-    assert learned.load_seconds > 0
+    # the load's seconds and memory: this process's first load of the model (its weights as loaded, no sample)
+    load_seconds, load_bytes = first_load(emb)
+    assert learned.load_seconds == load_seconds > 0
+    assert learned.memory_bytes == max(load_bytes, learned.weight_bytes)
     # the next plan with texts to embed (another chunker) prices them with it: no sample taken
     other = write_config(tmp_path / "c.yaml", SWEEP.replace("chunkers: [", "chunkers: [{kind: fixed, size: 64}, "))
     planned = _plan(other, home)
