@@ -53,20 +53,19 @@ def rss_bytes() -> int:
 
 
 def memory_limit_bytes() -> int | None:
-    """The memory this process may use, in bytes: the smallest of the machine's physical memory and the cgroup's
-    limit (v2 ``memory.max``, v1 ``memory.limit_in_bytes``: a container's or a batch job's); None when unknown."""
-    import os
-
-    limits = []
+    """The memory this process may use, in bytes: Dask's own reading (``distributed.system.memory_limit``), the
+    smallest of the machine's memory, the cgroup's limits (v1 and v2: a container's or a batch job's) and the RSS
+    rlimit; None when it cannot be read."""
     try:
-        limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        pass
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            value = Path(path).read_text().strip()
-        except OSError:
-            continue
-        if value.isdigit():
-            limits.append(int(value))
-    return min(limits) if limits else None
+        from distributed.system import memory_limit
+
+        return int(memory_limit())
+    except Exception:  # the plan informs; a missing reading only drops the warning
+        return None
+
+
+def files_bytes(folder: Path) -> int:
+    """Apparent bytes of the files under ``folder`` (0 when it is not a folder); :func:`~ragbench.evaluation.cost.
+    folder_bytes` counts the bytes allocated instead."""
+    folder = Path(folder)
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0

@@ -52,11 +52,12 @@ class BM25Index:
         once, in a temporary folder."""
         if self._disk_bytes is None:
             import tempfile
-            from pathlib import Path
+
+            from ragbench.core.resources import files_bytes
 
             with tempfile.TemporaryDirectory() as tmp:
                 self.retriever.save(tmp)
-                self._disk_bytes = sum(p.stat().st_size for p in Path(tmp).rglob("*") if p.is_file())
+                self._disk_bytes = files_bytes(tmp)
         return self._disk_bytes
 
     def search(self, queries: list[str], depth: int, weight_mask: np.ndarray | None = None) -> Hits:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ragbench.core.models import resolve_device, resolve_model
 from ragbench.core.paths import slug
 from ragbench.core.progress import log
-from ragbench.core.resources import peak_rss_bytes, rss_bytes
+from ragbench.core.resources import files_bytes, peak_rss_bytes, rss_bytes
 from ragbench.sweep.estimate import CHARS_PER_TOKEN
 
 #: texts encoded (timed) per calibration, after one untimed warm-up batch
@@ -177,7 +177,7 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
 def weight_bytes(spec) -> int:
     """Bytes of the model's files on disk (0 for a model without a local folder)."""
     path = resolve_model(spec.model).path
-    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) if path is not None else 0
+    return files_bytes(path) if path is not None else 0
 
 
 def _store(home: Path, spec, cal: Calibration) -> None:
