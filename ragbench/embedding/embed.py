@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -66,17 +67,20 @@ def embedding_window(spec: EmbedderSpec) -> int | None:
     return int(limit) - len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
 
 
-def embedding_window_statistics(texts: TextColumn, spec: EmbedderSpec) -> dict[str, float]:
+def embedding_window_statistics(texts: TextColumn, spec: EmbedderSpec,
+                                counts: Sequence[int] | None = None) -> dict[str, float]:
     """:func:`ragbench.chunking.chunk_statistics.window_statistics` of document ``texts`` as this embedder sees them (document
     prompt + text, its own tokenizer); {} when the model has no local tokenizer to count with. A model that reads
     every token (no window) is not tokenized: the counts would not change the result, and on a static model that
-    pass cost more CPU than the embedding itself (benchmarks/scale.py)."""
+    pass cost more CPU than the embedding itself (benchmarks/scale.py). ``counts``: the texts' tokens as this
+    embedder reads them, when the caller has counted them already (not counted again)."""
     try:
         window = embedding_window(spec)
         if window is None:
             load_tokenizer(spec.model)  # same answer as before for a model without a local tokenizer: {}
             return window_statistics([0] * len(texts), None)
-        counts = count_tokens(texts, spec.model, prefix=spec.document_prompt)
+        if counts is None:
+            counts = count_tokens(texts, spec.model, prefix=spec.document_prompt)
         return window_statistics(counts, window)
     except ModelError:
         return {}

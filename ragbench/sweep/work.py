@@ -22,6 +22,7 @@ from ragbench.core.settings import Settings
 from ragbench.core.workers import Workers
 from ragbench.data import Dataset
 from ragbench.embedding.embed import embed_texts, embedding_window_statistics
+from ragbench.embedding.spec import EmbedderSpec
 from ragbench.evaluation.cost import EMBED_SAMPLE, bm25_params_of, embed_seconds_estimate
 from ragbench.evaluation.metrics import measures_from_spec
 from ragbench.generation.llm.context import ChunkTexts, ContextSpec
@@ -161,7 +162,8 @@ class StageWork:
                                                          plan.tokens[ctx_tok][0] if ctx_tok in plan.tokens else None)
             if emb is not None:
                 if emb.spec_id not in plan.windows:
-                    plan.windows[emb.spec_id] = embedding_window_statistics(index_texts(plan.chunks), emb)
+                    plan.windows[emb.spec_id] = embedding_window_statistics(
+                        index_texts(plan.chunks), emb, counts=_counted_as_embedded(plan, emb, tok))
                 stats = {**stats, **plan.windows[emb.spec_id]}
                 if emb.spec_id not in plan.embed_seconds:  # measured by the embed stage, else on a sample
                     rate = self._encode_rates.get((chunker_index, emb.spec_id))
@@ -190,3 +192,13 @@ class StageWork:
             plan.tokens[tok] = (counts, chunk_statistics(plan.chunks, counts, self.ds.spans, self.ds.corpus,
                                                          plan.shape))
         return plan.tokens[tok]
+
+
+def _counted_as_embedded(plan: ChunkerPlan, emb: EmbedderSpec, tok: str) -> list[int] | None:
+    """The chunks' token counts as the embedder reads them, taken from the context tokenizer's count when that is
+    the same count (the embedder's own tokenizer, no document prompt, no chunk prefix), so a chunker's texts are
+    tokenized once per tokenizer; None when the embedder reads other texts."""
+    if tok != emb.model or emb.document_prompt or (plan.chunks["prefix"].fill_null("") != "").any():
+        return None
+    counts = plan.tokens[tok][0]
+    return [counts[c] for c in plan.chunks["chunk_id"]]

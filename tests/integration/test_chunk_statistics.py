@@ -16,6 +16,7 @@ from ragbench.chunking import CHUNK_SCHEMA, SentenceChunker, chunk_corpus, sente
 from ragbench.chunking.chunk_statistics import chunk_statistics
 from ragbench.core.schemas import CORPUS_SCHEMA, SPANS_SCHEMA
 from ragbench.data.dataset import Dataset
+from conftest import SCIFACT, requires_scifact, write_config
 
 DOC_A = "Rivers carry water to the sea. Most rivers start in hills. Some rivers dry up in summer and returns."
 DOC_B = "Bridges span rivers. The oldest bridge here is from 1820 AD."
@@ -129,3 +130,47 @@ def test_embedding_window_statistics_skip_counting_when_nothing_is_cut(monkeypat
     monkeypatch.setattr(embed, "count_tokens", no_counting)
     st = embed.embedding_window_statistics(["word " * 300, "short text"], EmbedderSpec(model="static-retrieval-m2v"))
     assert math.isnan(st["embed_window_tokens"]) and st["tokens_never_embedded"] == 0
+
+
+@requires_scifact()
+def test_a_chunkers_texts_are_tokenized_once_when_the_embedder_reads_them_as_counted(tmp_path, monkeypatch):
+    """The context budget's count under the embedder's own tokenizer serves its window statistics too (one pass
+    over the chunks, not two), and only when the embedder reads the same texts: a title prefix is read by the
+    embedder and not counted in the context, so that chunker is counted again, and its statistics say so."""
+    from ragbench import Settings, load_config, load_dataset
+    from ragbench.core import models
+    from ragbench.core.schemas import index_texts
+    from ragbench.embedding import embed
+    from ragbench.embedding.embed import embedding_window_statistics
+    from ragbench.sweep import work as work_module
+    from ragbench.sweep.work import StageWork
+
+    cfg = load_config(write_config(tmp_path / "sweep.yaml", f"""
+name: tokens-once
+dataset: {{path: {SCIFACT}, split: test, max_docs: 40}}
+chunkers: [{{kind: whole, prefix: none}}, {{kind: whole, prefix: title}}]
+embedders: [{{model: all-MiniLM-L6-v2}}]
+retrievers: [{{kind: dense, exact: true}}]
+output: {{mlflow: false}}
+"""))
+    passes: list[tuple[str, int]] = []
+
+    def counting(texts, tokenizer, prefix=""):
+        passes.append((tokenizer, len(texts)))
+        return models.count_tokens(texts, tokenizer, prefix=prefix)
+
+    monkeypatch.setattr(work_module, "count_tokens", counting)
+    monkeypatch.setattr(embed, "count_tokens", counting)
+    work = StageWork(cfg, load_dataset(cfg.dataset), Settings.from_env(home=tmp_path / "home"))
+    stats, counted, n = {}, {}, {}
+    for i, chunker in enumerate(cfg.chunkers):
+        run_config = next(r for r in cfg.expand() if r.chunker == chunker)
+        chunks = work.chunk(chunker)
+        passes.clear()
+        stats[chunker.prefix] = work._inputs(run_config, i, chunks, None, None, None).chunk_stats
+        counted[chunker.prefix], n[chunker.prefix] = list(passes), chunks.height
+        fresh = embedding_window_statistics(index_texts(chunks), run_config.embedder)
+        assert {k: stats[chunker.prefix][k] for k in fresh} == fresh
+    assert counted["none"] == [("all-MiniLM-L6-v2", n["none"])]
+    assert counted["title"] == [("all-MiniLM-L6-v2", n["title"])] * 2
+    assert stats["title"]["tokens_never_embedded"] > stats["none"]["tokens_never_embedded"] > 0
