@@ -1,4 +1,4 @@
-"""The plan's estimate against the measured cold sweep, on the demo and on a SciFact slice.
+"""The plan's estimate against the measured cold sweep, on the demo, a SciFact slice and a real HTML manual.
 
 For each workload, in a fresh home: ``ragbench plan CONFIG --json`` (it calibrates each model on this machine and
 cuts the chunks), then the cold ``ragbench sweep CONFIG --orchestrator local`` in the same home, timed from spawn to
@@ -7,7 +7,11 @@ estimate / measured (target 0.7-1.3), for the seconds and for the plan's ``peak_
 The machine's load (``os.getloadavg``) is printed beside the numbers: rates calibrated under one load and a sweep run
 under another disagree by that much.
 
-    nice -n 10 python benchmarks/plan_accuracy.py [--max-docs 300] [--only demo|scifact]
+The manual is ``configs/debian-python-howto.yaml`` (33 pages of the Python 3.11 manual as Debian ships them, fetched
+by ``scripts/fetch_debian_docs.sh``; skipped when they are not there): code-heavy chunks near the model's window,
+3.6 characters a token against SciFact's 4.1-4.4.
+
+    nice -n 10 python benchmarks/plan_accuracy.py [--max-docs 300] [--only demo|scifact|manual]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = (ROOT / ".." / "shared" / "datasets" / "scifact").resolve()
+MANUAL = Path("/tmp/debian-docs/python-howto")  # where scripts/fetch_debian_docs.sh puts the pages
 
 SCIFACT_SWEEP = """name: plan-scifact
 dataset: {{path: {path}, split: test, max_docs: {max_docs}}}
@@ -74,7 +79,7 @@ def measure(name: str, config: Path, workdir: Path) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--max-docs", type=int, default=300, help="SciFact documents in the slice")
-    p.add_argument("--only", choices=["demo", "scifact"], default=None)
+    p.add_argument("--only", choices=["demo", "scifact", "manual"], default=None)
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="plan-accuracy-") as tmp:
@@ -86,6 +91,9 @@ def main() -> None:
             cfg = tmp / "scifact.yaml"
             cfg.write_text(SCIFACT_SWEEP.format(path=SCIFACT, max_docs=args.max_docs))
             rows.append(measure(f"SciFact {args.max_docs} docs (2 chunkers x MiniLM, BM25 + dense)", cfg, tmp))
+        if args.only in (None, "manual") and MANUAL.is_dir():
+            rows.append(measure("Python 3.11 manual, 33 HTML pages (2 chunkers x MiniLM, BM25 + dense + hybrid)",
+                                ROOT / "configs" / "debian-python-howto.yaml", tmp))
     print(f"cores: {os.cpu_count()}")
     print("| workload | texts to embed | configs | estimate (s) | cold sweep (s) | estimate / sweep | whole process (s) "
           "| estimate / process | load avg | peak memory estimate (MiB) | sweep's peak RSS (MiB) | estimate / peak |")

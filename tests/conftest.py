@@ -167,9 +167,9 @@ def write_config(path: Path, text: str) -> Path:
     return path
 
 
-def price_model_high(home: Path, emb, seconds_per_char: float = 10.0) -> Path:
+def price_model_high(home: Path, emb, seconds_per_token: float = 10.0) -> Path:
     """The test hook of a budget: this machine's stored calibration of embedder ``emb`` in ``home`` says
-    ``seconds_per_char`` (10 s per character: any dense embedding takes hours); returns its file."""
+    ``seconds_per_token`` (10 s per token: any dense embedding takes hours); returns its file."""
     from dataclasses import asdict
 
     from ragbench.core.models import configure_revision_memo, resolve_device
@@ -179,7 +179,7 @@ def price_model_high(home: Path, emb, seconds_per_char: float = 10.0) -> Path:
     configure_revision_memo(None)
     hook = calibration_path(home, emb, resolve_device(emb.device))
     hook.parent.mkdir(parents=True, exist_ok=True)
-    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), seconds_per_char, 256,
+    hook.write_text(json.dumps(asdict(Calibration(model_key(emb), resolve_device(emb.device), seconds_per_token, 256,
                                                   1, 1, 1, machine_name()))))
     return hook
 

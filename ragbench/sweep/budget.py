@@ -81,9 +81,9 @@ class StageClock:
                  started: float | None = None, home: Path | None = None):
         self.budget_s, self.rates, self.labels, self.home = budget_s, rates, chunker_labels, home
         self.started = time.perf_counter() if started is None else started
-        self.chars = {(e.chunker, e.model): e.new_chars for e in counts.embeds if e.chunker is not None}
+        self.tokens = {(e.chunker, e.model): e.new_tokens for e in counts.embeds if e.chunker is not None}
         self.new_texts = {(e.chunker, e.model): e.new for e in counts.embeds if e.chunker is not None}
-        self.pending = dict(self.chars)  # embeddings not yet done: the ETA's remaining work
+        self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
         self.queries = counts.queries
         self.configs_left = counts.run
         self._eval: list[float] = []
@@ -94,7 +94,7 @@ class StageClock:
         """Only ``configs`` are left to run (the screen took the others out): the ETA forgets the rest's work."""
         pairs = {(c.chunker.label, c.embedder.label) for c in configs if c.embedder is not None}
         with self._lock:
-            self.pending = {p: chars for p, chars in self.pending.items() if p in pairs}
+            self.pending = {p: tokens for p, tokens in self.pending.items() if p in pairs}
             self.configs_left = len(configs)
 
     def elapsed(self) -> float:
@@ -113,7 +113,7 @@ class StageClock:
 
     def left_seconds(self) -> float:
         """Estimated seconds of the planned work not yet done, at the rates measured so far."""
-        embeds = sum(stage_seconds("embed", 0, chars, model, self.rates) for (_, model), chars in self.pending.items())
+        embeds = sum(stage_seconds("embed", 0, tokens, model, self.rates) for (_, model), tokens in self.pending.items())
         return embeds + max(0, self.configs_left) * stage_seconds("evaluate", self.queries, 0, None, self.rates)
 
     def wrap(self, fns: StageFns) -> StageFns:
@@ -134,27 +134,27 @@ class StageClock:
     def embed_documents(self, fn):
         def run(chunker_index, chunks, emb):
             pair = (self.labels[chunker_index], emb.label)
-            chars = self.chars.get(pair, 0)
-            self._check(f"embedding {pair[0]} x {pair[1]}", stage_seconds("embed", 0, chars, emb.label, self.rates))
+            tokens = self.tokens.get(pair, 0)
+            self._check(f"embedding {pair[0]} x {pair[1]}", stage_seconds("embed", 0, tokens, emb.label, self.rates))
             stats = fn(chunker_index, chunks, emb)
             with self._lock:
                 self.pending.pop(pair, None)
-                if stats.computed and stats.encode_seconds > 0 and chars:
-                    rates = dict(self.rates.seconds_per_char)
-                    rates[emb.label] = stats.encode_seconds / chars
-                    self.rates = replace(self.rates, seconds_per_char=rates)
-            if self.home is not None and stats.computed == self.new_texts.get(pair):  # chars are these texts'
-                self._learn(emb, stats.encode_seconds, chars, stats.computed)
+                if stats.computed and stats.encode_seconds > 0 and tokens:
+                    rates = dict(self.rates.seconds_per_token)
+                    rates[emb.label] = stats.encode_seconds / tokens
+                    self.rates = replace(self.rates, seconds_per_token=rates)
+            if self.home is not None and stats.computed == self.new_texts.get(pair):  # tokens are these texts'
+                self._learn(emb, stats.encode_seconds, tokens, stats.computed)
             log.info("plan: %.0f s so far, ~%.0f s of planned work left (measured rates)%s", self.elapsed(),
                      self.left_seconds(), "" if self.budget_s is None else f"; budget {self.budget_s:.0f} s")
             return stats
         return run
 
-    def _learn(self, emb, seconds: float, chars: int, texts: int) -> None:
+    def _learn(self, emb, seconds: float, tokens: int, texts: int) -> None:
         from ragbench.sweep.calibrate import learn_rate
 
         try:
-            if learn_rate(self.home, emb, seconds, chars, texts) is not None:
+            if learn_rate(self.home, emb, seconds, tokens, texts) is not None:
                 log.info("calibration of %s: %.0f texts/s measured on %d texts of this sweep, kept for the next "
                          "plan", emb.label, texts / seconds, texts)
         except Exception as e:  # the calibration informs; it never stops a sweep
@@ -231,7 +231,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     clock = StageClock(budget_s, counts, rates, labels, started, home)
     if budget_s is None:
         return clock, plan.todo
-    pairs = {(e.chunker, e.model): encode_seconds(e.model, e.new_chars, rates) for e in counts.embeds}
+    pairs = {(e.chunker, e.model): encode_seconds(e.model, e.new_tokens, rates) for e in counts.embeds}
     log.info("budget %.0f s: configs without an embedder first, then each chunker x model pair, cheapest embedding "
              "first, its first config before the rest", budget_s)
     return clock, budget_order(plan.todo, pairs)

@@ -6,9 +6,13 @@ measured, or stores it when there was none (:func:`learn_rate`): the sample is 6
 while the machine was busy would otherwise price every later plan and budget; ``ragbench plan --recalibrate``
 measures a sample afresh.
 
-The rate is seconds per character, each text's characters capped at the model's window
-(:func:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` x window tokens), so a rate measured on one chunker's texts
-prices another's (:mod:`ragbench.sweep.estimate`).
+The rate is seconds per encoded token (:func:`encoded_tokens`: the tokens the encoder computes on, its batches
+padded to their longest text and each text cut at the model's window), so a rate measured on one chunker's texts
+prices another's, and one corpus' another's (:mod:`ragbench.sweep.estimate`). Before, it was per character: on a
+real HTML manual, code-heavy chunks near the 256-token window cost 40 % more per character than SciFact abstracts
+(3.6 characters per token, not 4.1-4.4, and batches sorted by characters still pad by a quarter in tokens), and the
+plan priced that manual's embedding 30 % low; per encoded token four chunkings of the two corpora cost 160-189 µs
+on 2 cores, per character 46-65 µs (docs/cost.md).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from ragbench.sweep.estimate import CHARS_PER_TOKEN
 
 #: texts encoded (timed) per calibration, after one untimed warm-up batch
 CALIBRATION_SAMPLE = 64
-CALIBRATION_VERSION = 2  # 2: the rate is per padded character of the sample
+CALIBRATION_VERSION = 3  # 2: per padded character of the sample; 3: per encoded token
 #: model seconds a sweep stage must have spent for its rate to replace the stored one: a shorter stage measures
 #: thread start-up and pauses of the process more than the model (under Prefect one 0.9 s pause in a batch made
 #: a static model's 0.08 s stage read 12 times slower)
@@ -38,10 +42,10 @@ LEARN_MIN_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Calibration:
-    """A model's measured rate on this machine: ``seconds_per_char`` (window-capped characters), ``dim`` (vector
-    width), ``weight_bytes`` (its files), over ``texts`` sampled texts of ``chars`` capped characters;
+    """A model's measured rate on this machine: ``seconds_per_token`` (per encoded token, :func:`encoded_tokens`),
+    ``dim`` (vector width), ``weight_bytes`` (its files), over ``texts`` sampled texts of ``tokens`` encoded tokens;
     ``load_seconds``: the warm-up encode, which loads the model; ``measured_by``: ``sample`` (:func:`calibrate`)
-    or ``sweep`` (:func:`learn_rate`: ``texts`` and ``chars`` are then the sweep stage's); ``memory_bytes``: the
+    or ``sweep`` (:func:`learn_rate`: ``texts`` and ``tokens`` are then the sweep stage's); ``memory_bytes``: the
     growth of the process's peak resident memory over the load and the sample's encode, or of its resident memory
     when more (a peak earlier in the process hides a smaller one), its runtime (torch, onnxruntime) imported before
     (the plan counts that once, :mod:`ragbench.sweep.estimate`), at least ``weight_bytes`` (a model loaded earlier
@@ -49,11 +53,11 @@ class Calibration:
 
     model_key: str
     device: str
-    seconds_per_char: float
+    seconds_per_token: float
     dim: int
     weight_bytes: int
     texts: int
-    chars: int
+    tokens: int
     machine: str
     version: int = CALIBRATION_VERSION
     load_seconds: float = 0.0  # the first encode: loading the model (once per sweep process)
@@ -66,26 +70,34 @@ def machine_name() -> str:
     return slug(platform.node() or "machine")
 
 
-def window_chars(spec) -> int | None:
-    """Characters of one text the model reads: its window in tokens x :data:`CHARS_PER_TOKEN` (None: all)."""
+def encoded_tokens(texts: list[str], spec) -> int:
+    """Tokens the encoder computes on for ``texts`` (each as the model reads it, its prompt included), batched as the
+    embed stage and sentence-transformers batch them: longest first by characters, ``spec.batch_size`` per batch,
+    each batch padded to its longest text in tokens, each text cut at the model's window, special tokens counted
+    (:func:`padded_tokens`). A static model (no window) looks each token up, nothing padded: its tokens. A model
+    without a ``tokenizer.json``: :data:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` characters a token."""
+    from ragbench.core.errors import ModelError
+    from ragbench.core.models import count_tokens, load_tokenizer
     from ragbench.embedding.embed import embedding_window
 
-    window = embedding_window(spec)
-    return None if window is None else int(window * CHARS_PER_TOKEN)
+    ordered = sorted(texts, key=len, reverse=True)
+    try:
+        window = embedding_window(spec)
+        counts = count_tokens(ordered, spec.model)
+        specials = 0 if window is None else len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
+    except ModelError:
+        window, specials = None, 0
+        counts = [-(-len(t) // int(CHARS_PER_TOKEN)) for t in ordered]
+    if window is None:
+        return sum(counts)
+    return padded_tokens(counts, window, specials, spec.batch_size)
 
 
-def capped_chars(texts, cap: int | None) -> int:
-    """Sum of each text's length, capped at ``cap`` characters (None: uncapped)."""
-    return sum(len(t) if cap is None else min(len(t), cap) for t in texts)
-
-
-def padded_chars(texts: list[str], cap: int | None, batch_size: int) -> int:
-    """Characters the model pays for when ``texts`` (longest first) are encoded in batches of ``batch_size``: each
-    batch as long as its longest text (padding), each text capped at ``cap``. A sweep encodes thousands of texts
-    sorted by length, so its batches barely pad and its cost is its capped characters; a small sample pads a lot,
-    so its rate is taken per padded character."""
-    lengths = sorted((len(t) if cap is None else min(len(t), cap) for t in texts), reverse=True)
-    return sum(len(lengths[i:i + batch_size]) * lengths[i] for i in range(0, len(lengths), batch_size))
+def padded_tokens(counts: list[int], window: int, specials: int, batch_size: int) -> int:
+    """``sum over batches of len(batch) x (min(longest, window) + specials)``: the tokens a transformer computes
+    on for texts of ``counts`` content tokens, in the order given, ``batch_size`` per batch."""
+    return sum(len(counts[i:i + batch_size]) * (min(max(counts[i:i + batch_size]), window) + specials)
+               for i in range(0, len(counts), batch_size))
 
 
 def calibration_path(home: Path, spec, device: str) -> Path:
@@ -116,14 +128,13 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     measured now whatever is stored).
 
     Measured: one untimed warm-up encode (loads the model), then the sample, longest first as the sweep sorts its
-    texts, encoded without the cache; ``seconds_per_char = seconds /`` :func:`padded_chars` of the sample."""
+    texts, encoded without the cache; ``seconds_per_token = seconds /`` :func:`encoded_tokens` of the sample."""
     from ragbench.embedding.embed import encode_uncached, import_runtime, model_key
 
     found = None if again else load_calibration(home, spec)
     if found is not None:
         return found
     device = resolve_device(spec.device)
-    cap = window_chars(spec)
     picked = [texts[i] for i in random.Random(seed).sample(range(len(texts)), min(sample, len(texts)))] or ["text"]
     picked.sort(key=len, reverse=True)
     t_load = time.perf_counter()
@@ -134,9 +145,9 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     t0 = time.perf_counter()
     vectors = encode_uncached(picked, spec, "document")
     seconds = time.perf_counter() - t0
-    chars = max(1, padded_chars(picked, cap, spec.batch_size))
+    tokens = max(1, encoded_tokens([spec.document_prompt + t for t in picked], spec))
     weights = weight_bytes(spec)
-    cal = Calibration(model_key(spec), device, seconds / chars, int(vectors.shape[1]), weights, len(picked), chars,
+    cal = Calibration(model_key(spec), device, seconds / tokens, int(vectors.shape[1]), weights, len(picked), tokens,
                       machine_name(), load_seconds=load,
                       memory_bytes=max(peak_rss_bytes() - peak_before, rss_bytes() - rss_before, weights))
     _store(home, spec, cal)
@@ -145,10 +156,10 @@ def calibrate(home: Path, spec, texts: list[str], *, sample: int = CALIBRATION_S
     return cal
 
 
-def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Calibration | None:
+def learn_rate(home: Path, spec, seconds: float, tokens: int, texts: int) -> Calibration | None:
     """The stored calibration of ``spec`` with the rate a sweep stage measured: ``seconds`` of model time over
-    ``texts`` new texts of ``chars`` window-capped characters (``seconds_per_char = seconds / chars``; the stage
-    encodes its texts sorted by length, so its batches barely pad and capped characters are what it paid for).
+    ``texts`` new texts of ``tokens`` encoded tokens (``seconds_per_token = seconds / tokens``, the plan's count
+    of the stage's texts, :func:`encoded_tokens`).
 
     Only from at least :data:`CALIBRATION_SAMPLE` texts and :data:`LEARN_MIN_SECONDS` of model time. Over a stored
     calibration its vector width, weight bytes, load time and memory are kept; with none stored (a sweep not planned
@@ -158,9 +169,9 @@ def learn_rate(home: Path, spec, seconds: float, chars: int, texts: int) -> Cali
     weight bytes when it was loaded elsewhere). Returns the new calibration, or None when nothing was stored."""
     from ragbench.embedding.embed import encode_uncached, first_load, model_key
 
-    if texts < CALIBRATION_SAMPLE or seconds < LEARN_MIN_SECONDS or chars <= 0:
+    if texts < CALIBRATION_SAMPLE or seconds < LEARN_MIN_SECONDS or tokens <= 0:
         return None
-    learned = {"seconds_per_char": seconds / chars, "texts": texts, "chars": chars, "measured_by": "sweep"}
+    learned = {"seconds_per_token": seconds / tokens, "texts": texts, "tokens": tokens, "measured_by": "sweep"}
     stored = load_calibration(home, spec)
     if stored is None:
         device = resolve_device(spec.device)

@@ -7,9 +7,9 @@ Pure arithmetic, no file, model or store: :func:`estimate` turns a :class:`WorkC
 - loading: ``load_seconds[model]`` once per model with new texts;
 - screening (``search: {strategy: screen}``): each pair's new texts of the pooled sub-corpus, priced as encoding;
   the pair's full embedding then counts only the texts the screen left new;
-- encoding: ``seconds = seconds_per_char[model] x chars``, where ``chars`` sums each new text's characters capped at
-  the model's window (``window_tokens x CHARS_PER_TOKEN``: a transformer reads no further), so one calibration
-  serves any chunker;
+- encoding: ``seconds = seconds_per_token[model] x tokens``, where ``tokens`` are the new texts' encoded tokens
+  (:func:`~ragbench.sweep.calibrate.encoded_tokens`: batched as the embed stage batches them, each batch padded to
+  its longest text, each text cut at the model's window), so one calibration serves any chunker and corpus;
 - chunking: ``seconds_per_doc_cut x documents`` per chunker whose chunks are not cached;
 - indexing: ``seconds_per_vector_indexed x vectors`` per collection built;
 - evaluating: ``seconds_per_config + seconds_per_query x queries`` per config evaluated (reused ones cost
@@ -29,13 +29,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-#: characters per token, for capping a text at the model's window (English prose under WordPiece is about 4)
+#: characters per token, for counting the tokens of a model without a tokenizer file (English prose under WordPiece
+#: is about 4; SciFact abstracts 4.1-4.4, a code-heavy HTML manual 3.6)
 CHARS_PER_TOKEN = 4.0
 
-#: default rates (seconds), measured on the demo sweep on 2 CPU cores; encoding is always calibrated per model
+#: default rates (seconds), measured on the demo sweep on 2 CPU cores; encoding is always calibrated per model. A
+#: config's evaluation (retrieval, judging, serving latency, recording, MLflow): 0.85 s on the demo (34 queries),
+#: 1.9 s on 300 SciFact abstracts (300 queries), 1.7 s on a 33-page manual (48 queries, 20 held-out splits)
+#: (2026-12-03; 1.5 s a config before the serving and logging costs were cut)
 DEFAULT_DOC_CUT_S = 0.002
 DEFAULT_VECTOR_INDEX_S = 0.0004
-DEFAULT_CONFIG_S = 1.5
+DEFAULT_CONFIG_S = 0.9
 DEFAULT_QUERY_S = 0.004
 DEFAULT_RERANK_PAIR_S = 0.01
 DEFAULT_LLM_CALL_S = 2.0
@@ -63,15 +67,15 @@ class ChunkWork:
 @dataclass(frozen=True)
 class EmbedWork:
     """Texts one model will see for one chunker (``chunker`` None: the queries): ``unique`` texts, of which
-    ``cached`` are in the vector cache and ``new`` are not; ``new_chars``: the new texts' characters, each capped at
-    the model's window."""
+    ``cached`` are in the vector cache and ``new`` are not; ``new_tokens``: the new texts' encoded tokens
+    (:func:`~ragbench.sweep.calibrate.encoded_tokens`)."""
 
     chunker: str | None
     model: str
     unique: int
     cached: int
     new: int
-    new_chars: int
+    new_tokens: int
 
 
 @dataclass(frozen=True)
@@ -123,10 +127,10 @@ class WorkCounts:
 
 @dataclass(frozen=True)
 class Rates:
-    """Seconds per unit of work; ``seconds_per_char`` and ``load_seconds`` (loading it) per model, from a
-    calibration."""
+    """Seconds per unit of work; ``seconds_per_token`` (per encoded token) and ``load_seconds`` (loading it) per
+    model, from a calibration."""
 
-    seconds_per_char: Mapping[str, float] = field(default_factory=dict)
+    seconds_per_token: Mapping[str, float] = field(default_factory=dict)
     load_seconds: Mapping[str, float] = field(default_factory=dict)
     seconds_per_doc_cut: float = DEFAULT_DOC_CUT_S
     seconds_per_vector_indexed: float = DEFAULT_VECTOR_INDEX_S
@@ -179,9 +183,9 @@ class Estimate:
         return sum(r.seconds for r in self.rows if r.stage == stage)
 
 
-def encode_seconds(model: str, chars: int, rates: Rates) -> float:
-    """``seconds_per_char[model] x chars`` (0 when nothing is new)."""
-    return rates.seconds_per_char.get(model, 0.0) * chars if chars else 0.0
+def encode_seconds(model: str, tokens: int, rates: Rates) -> float:
+    """``seconds_per_token[model] x tokens`` (0 when nothing is new)."""
+    return rates.seconds_per_token.get(model, 0.0) * tokens if tokens else 0.0
 
 
 def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
@@ -192,7 +196,7 @@ def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
     loads = dict.fromkeys(e.model for e in counts.screen + counts.embeds if e.new)
     rows += [StageCost("load", m, 1, 0, rates.load_seconds.get(m, 0.0)) for m in loads]
     rows += [StageCost(stage, f"{e.chunker or 'queries'} x {e.model}", e.new, e.cached,
-                       encode_seconds(e.model, e.new_chars, rates))
+                       encode_seconds(e.model, e.new_tokens, rates))
              for stage, work in (("screen", counts.screen), ("embed", counts.embeds)) for e in work]
     rows += [StageCost("index", f"{i.chunker} x {i.model}" + (" + BM25" if i.hybrid else ""), i.vectors, 0,
                        rates.seconds_per_vector_indexed * i.vectors) for i in counts.indexes]
@@ -201,7 +205,7 @@ def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
         for e in counts.embeds:
             if e.chunker is not None:
                 key = f"{e.chunker} x {e.model}"
-                pairs[key] = pairs.get(key, 0.0) + encode_seconds(e.model, e.new_chars, rates)
+                pairs[key] = pairs.get(key, 0.0) + encode_seconds(e.model, e.new_tokens, rates)
         for i in counts.indexes:
             key = f"{i.chunker} x {i.model}"
             pairs[key] = pairs.get(key, 0.0) + rates.seconds_per_vector_indexed * i.vectors
@@ -215,7 +219,7 @@ def estimate(counts: WorkCounts, rates: Rates) -> Estimate:
         new_vectors[e.model] = new_vectors.get(e.model, 0) + e.new
     disk = sum(2 * 4 * counts.dims.get(m, 384) * n for m, n in new_vectors.items())
     memory = memory_parts(counts)
-    unpriced = tuple(m for m in loads if m not in rates.seconds_per_char)
+    unpriced = tuple(m for m in loads if m not in rates.seconds_per_token)
     return Estimate(tuple(rows), disk, sum(memory.values()), pairs, unpriced, memory)
 
 
@@ -229,11 +233,11 @@ def memory_parts(counts: WorkCounts) -> dict[str, int]:
             "collection": max((4 * counts.dims.get(i.model, 384) * i.vectors for i in counts.indexes), default=0)}
 
 
-def stage_seconds(stage: str, units: float, chars: int, model: str | None, rates: Rates) -> float:
-    """The estimated seconds of one stage of a running sweep: ``embed`` (``chars`` new characters of ``model``),
+def stage_seconds(stage: str, units: float, tokens: int, model: str | None, rates: Rates) -> float:
+    """The estimated seconds of one stage of a running sweep: ``embed`` (``tokens`` new encoded tokens of ``model``),
     ``index`` (``units`` vectors), ``evaluate`` (one config over ``units`` queries)."""
     if stage == "embed":
-        return encode_seconds(model or "", chars, rates)
+        return encode_seconds(model or "", tokens, rates)
     if stage == "index":
         return rates.seconds_per_vector_indexed * units
     return rates.seconds_per_config + rates.seconds_per_query * units

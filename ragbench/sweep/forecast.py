@@ -16,8 +16,7 @@ from ragbench.core.cache import ChunkCache, VectorCache
 from ragbench.core.resources import memory_limit_bytes
 from ragbench.core.schemas import index_texts
 from ragbench.data import Dataset
-from ragbench.sweep.calibrate import (Calibration, calibrate, capped_chars, load_calibration, weight_bytes,
-                                     window_chars)
+from ragbench.sweep.calibrate import Calibration, calibrate, encoded_tokens, load_calibration, weight_bytes
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import ChunkWork, EmbedWork, Estimate, IndexWork, Rates, WorkCounts, estimate
 
@@ -64,13 +63,13 @@ def _new_texts(texts, prompt: str, known: set[str]) -> tuple[int, list[str]]:
     return len(seen), new
 
 
-def _text_work(what: str | None, emb, texts, prompt: str, known: set[str], cap: int | None,
+def _text_work(what: str | None, emb, texts, prompt: str, known: set[str],
                embedded_before: set[str] = frozenset()) -> tuple[EmbedWork, list[str]]:
     """The :class:`EmbedWork` of ``texts`` as ``emb`` sees them (``what``: the chunker, None for queries) and its new
     texts; those in ``embedded_before`` (an earlier stage of the sweep embeds them) count as cached."""
     unique, new = _new_texts(texts, prompt, known)
     new = [t for t in new if t not in embedded_before] if embedded_before else new
-    return EmbedWork(what, emb.label, unique, unique - len(new), len(new), capped_chars(new, cap)), new
+    return EmbedWork(what, emb.label, unique, unique - len(new), len(new), encoded_tokens(new, emb)), new
 
 
 def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path,
@@ -87,7 +86,7 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
     todo: list[RunConfig] = plan.todo
     chunk_cache, vectors = ChunkCache(cache_root), VectorCache(cache_root)
     chunkers = [i for i, ch in enumerate(cfg.chunkers) if any(c.chunker == ch for c in todo)]
-    chunk_rows, embeds, screen, indexes, new_by_model, known, caps = [], [], [], [], {}, {}, {}
+    chunk_rows, embeds, screen, indexes, new_by_model, known = [], [], [], [], {}, {}
 
     def known_of(emb, role):
         key = (model_key(emb), role)
@@ -106,21 +105,19 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                 pairs.setdefault(c.embedder.spec_id, []).append(c)
         for group in pairs.values():
             emb = group[0].embedder
-            cap, known_docs, pooled = caps.setdefault(emb.spec_id, window_chars(emb)), known_of(emb, "document"), []
+            known_docs, pooled = known_of(emb, "document"), []
             if pool is not None:  # the screen embeds the pool first: the full embed finds those texts cached
-                row, pooled = _text_work(ch.label, emb, index_texts(pool.chunks[i]), emb.document_prompt, known_docs,
-                                         cap)
+                row, pooled = _text_work(ch.label, emb, index_texts(pool.chunks[i]), emb.document_prompt, known_docs)
                 screen.append(row)
-            row, new = _text_work(ch.label, emb, index_texts(chunks), emb.document_prompt, known_docs, cap,
-                                  set(pooled))
+            row, new = _text_work(ch.label, emb, index_texts(chunks), emb.document_prompt, known_docs, set(pooled))
             embeds.append(row)
             new_by_model.setdefault(emb.label, []).extend(pooled + new)
             indexes.append(IndexWork(ch.label, emb.label, chunks.height))
             if any(c.retriever.uses_sparse_collection for c in group):
                 indexes.append(IndexWork(ch.label, emb.label, chunks.height, hybrid=True))
     models = {c.embedder.spec_id: c.embedder for c in todo if c.embedder is not None}
-    embeds += [_text_work(None, emb, ds.queries["text"].to_list(), emb.query_prompt, known_of(emb, "query"),
-                          caps.get(emb.spec_id))[0] for emb in models.values()]
+    embeds += [_text_work(None, emb, ds.queries["text"].to_list(), emb.query_prompt, known_of(emb, "query"))[0]
+               for emb in models.values()]
     calibrations = _calibrations([m for m in models.values()
                                   if any(e.new for e in embeds + screen if e.model == m.label)],
                                  home, new_by_model, ds, calibrate_models or recalibrate, recalibrate)
@@ -162,8 +159,8 @@ def _calibrations(models: list, home: Path, new_by_model: dict[str, list[str]], 
 
 
 def rates_of(calibrations: dict[str, Calibration]) -> Rates:
-    """The default rates with each calibrated model's seconds per character."""
-    return Rates(seconds_per_char={m: c.seconds_per_char for m, c in calibrations.items()},
+    """The default rates with each calibrated model's seconds per encoded token."""
+    return Rates(seconds_per_token={m: c.seconds_per_token for m, c in calibrations.items()},
                  load_seconds={m: c.load_seconds for m, c in calibrations.items()})
 
 

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
+from ragbench.core.models import count_tokens
 from ragbench.embedding.embed import first_load
 from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.completion import sweep_completion
@@ -76,7 +77,7 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, mon
     [stage] = [s for s in result.embed_stats if s.computed >= CALIBRATION_SAMPLE]
     learned = load_calibration(home, cfg.embedders[0])
     assert learned.measured_by == "sweep" and learned.texts == stage.computed
-    assert learned.seconds_per_char * learned.chars == pytest.approx(stage.encode_seconds)
+    assert learned.seconds_per_token * learned.tokens == pytest.approx(stage.encode_seconds)
     evaluated = [o for o in result.outcomes if o.reused_from is None]
     assert len(evaluated) == cold["configs"]["run"]
     warm = _plan(path, home)
@@ -104,7 +105,7 @@ def test_a_sweep_not_planned_first_keeps_what_it_measured_as_the_calibration(tmp
     [stage] = [s for s in result.embed_stats if s.computed >= CALIBRATION_SAMPLE]
     learned = load_calibration(home, emb)
     assert learned.measured_by == "sweep" and learned.texts == stage.computed
-    assert learned.seconds_per_char * learned.chars == pytest.approx(stage.encode_seconds)
+    assert learned.seconds_per_token * learned.tokens == pytest.approx(stage.encode_seconds)
     # the load's seconds and memory: this process's first load of the model (its weights as loaded, no sample)
     load_seconds, load_bytes = first_load(emb)
     assert learned.load_seconds == load_seconds > 0
@@ -123,7 +124,7 @@ def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     emb, home = load_config(path).embedders[0], settings.home
     price_model_high(home, emb)
     stored = _plan(path, home)
-    assert stored["calibrations"][emb.label]["seconds_per_char"] == 10.0  # what is stored is used as it is
+    assert stored["calibrations"][emb.label]["seconds_per_token"] == 10.0  # what is stored is used as it is
     # no memory measured: the model counts its weight files; the process part is the sweep's with MLflow
     weights = weight_bytes(emb)
     assert stored["memory_bytes"]["models"] == weights > 0
@@ -132,7 +133,7 @@ def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     assert stored["peak_memory_bytes"] == sum(stored["memory_bytes"].values())
     fresh = _plan(path, home, "--recalibrate")
     measured = fresh["calibrations"][emb.label]
-    assert measured["measured_by"] == "sample" and 0 < measured["seconds_per_char"] < 0.01
+    assert measured["measured_by"] == "sample" and 0 < measured["seconds_per_token"] < 0.01
     assert fresh["memory_bytes"]["models"] == measured["memory_bytes"] >= weights  # measured: what it holds
     assert fresh["total_seconds"] < stored["total_seconds"] / 100
     assert asdict(load_calibration(home, emb)) == measured  # and kept for the next plan
@@ -142,7 +143,7 @@ def test_plan_recalibrate_measures_again_over_a_stored_rate(tmp_path, settings):
     assert learn_rate(home, emb, 100.0, 1000, CALIBRATION_SAMPLE - 1) is None
     assert asdict(load_calibration(home, emb)) == measured
     learned = learn_rate(home, emb, 100.0, 1000, CALIBRATION_SAMPLE)
-    assert learned == load_calibration(home, emb) and learned.seconds_per_char == 0.1
+    assert learned == load_calibration(home, emb) and learned.seconds_per_token == 0.1
     assert (learned.measured_by, learned.dim, learned.load_seconds) == ("sweep", measured["dim"],
                                                                        measured["load_seconds"])
 
@@ -211,3 +212,18 @@ def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp
     ref_store, store = ResultStore(plain_home / "results.duckdb"), ResultStore(budgeted_home / "results.duckdb")
     for c in bm25 | dense:
         assert _values(store, again.sweep_id, c) == _values(ref_store, reference.sweep_id, c), c
+
+
+def test_encoded_tokens_are_what_the_encoder_computes_on():
+    """A transformer pays for each batch (longest first by characters, as the embed stage sorts) padded to its
+    longest text in tokens, cut at its window, [CLS] and [SEP] counted; a static model pays for its tokens."""
+    from ragbench.embedding.spec import EmbedderSpec
+    from ragbench.sweep.calibrate import encoded_tokens
+
+    texts = ["short text", "word " * 300, "word " * 10, "word " * 40]   # 2, 300, 10 and 40 tokens
+    minilm = EmbedderSpec(model="all-MiniLM-L6-v2", batch_size=2)
+    # batches by characters: (300, 40) and (10, 2); 300 tokens cut at the 254 the model reads
+    assert encoded_tokens(texts, minilm) == 2 * (254 + 2) + 2 * (10 + 2)
+    assert encoded_tokens(texts, EmbedderSpec(model="all-MiniLM-L6-v2", batch_size=1)) == 254 + 40 + 10 + 2 + 4 * 2
+    assert encoded_tokens(texts, EmbedderSpec(model="static-retrieval-m2v", batch_size=2)) == sum(
+        count_tokens(texts, "static-retrieval-m2v"))

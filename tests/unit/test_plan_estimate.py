@@ -28,7 +28,7 @@ def test_estimate_prices_each_stage_and_sums_them():
         embeds=(EmbedWork("fixed", "m", 40, 15, 25, 10_000), EmbedWork(None, "m", 5, 0, 5, 200)),
         indexes=(IndexWork("fixed", "m", 40),), run=3, reuse=2, skip=1, queries=5, rerank_pairs=100, llm_calls=4,
         dims={"m": 8}, model_bytes={"m": 1000})
-    rates = Rates(seconds_per_char={"m": 0.001}, load_seconds={"m": 7.0}, seconds_per_doc_cut=0.5, seconds_per_vector_indexed=0.25,
+    rates = Rates(seconds_per_token={"m": 0.001}, load_seconds={"m": 7.0}, seconds_per_doc_cut=0.5, seconds_per_vector_indexed=0.25,
                   seconds_per_config=2.0, seconds_per_query=0.1, seconds_per_rerank_pair=0.01,
                   seconds_per_llm_call=3.0)
     e = estimate(counts, rates)
@@ -75,7 +75,7 @@ def test_a_screened_plan_prices_the_pool_and_says_what_one_kept_pair_would_cost(
                 EmbedWork("a", "u", 20, 0, 20, 2_000)),
         indexes=(IndexWork("a", "m", 100), IndexWork("b", "m", 50), IndexWork("a", "u", 100)), pool_documents=7,
         pool_depth=10)
-    rates = Rates(seconds_per_char={"m": 0.001}, seconds_per_vector_indexed=0.01, seconds_per_config=0.0)
+    rates = Rates(seconds_per_token={"m": 0.001}, seconds_per_vector_indexed=0.01, seconds_per_config=0.0)
     e = estimate(counts, rates)
     by = {(r.stage, r.what): r for r in e.rows}
     assert by[("screen", "a x m")].seconds == pytest.approx(2.0) and by[("screen", "b x m")].count == 10
@@ -123,7 +123,7 @@ def test_the_clock_forgets_the_work_of_the_pairs_the_screen_took_out():
     pairs = sorted({(c.chunker.label, c.embedder.label) for c in configs})
     assert len(pairs) >= 2
     counts = WorkCounts(embeds=tuple(EmbedWork(ch, m, 10, 0, 10, 1_000) for ch, m in pairs), run=len(configs))
-    clock = StageClock(None, counts, Rates(seconds_per_char={m: 0.01 for _, m in pairs}, seconds_per_config=1.0,
+    clock = StageClock(None, counts, Rates(seconds_per_token={m: 0.01 for _, m in pairs}, seconds_per_config=1.0,
                                            seconds_per_query=0.0), [])
     assert clock.left_seconds() == pytest.approx(10.0 * len(pairs) + len(configs))
     kept = [c for c in configs if (c.chunker.label, c.embedder.label) == pairs[0]]
@@ -163,13 +163,13 @@ def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
             assert c == next(d for d in dense if (d.chunker.label, d.embedder.label) == p)
 
 
-def test_padded_chars_pay_each_batch_at_its_longest_text_capped_at_the_window():
-    from ragbench.sweep.calibrate import capped_chars, padded_chars
+def test_padded_tokens_pay_each_batch_at_its_longest_text_cut_at_the_window():
+    from ragbench.sweep.calibrate import padded_tokens
 
-    texts = ["c", "aaaa", "bb"]
-    assert padded_chars(texts, None, 2) == 2 * 4 + 1 * 1
-    assert padded_chars(texts, 3, 2) == 2 * 3 + 1 * 1
-    assert padded_chars(texts, None, 1) == capped_chars(texts, None) == 7
+    counts = [9, 4, 2, 1, 1]                       # content tokens, in the order the encoder batches them
+    assert padded_tokens(counts, 100, 2, 2) == 2 * (9 + 2) + 2 * (2 + 2) + 1 * (1 + 2)
+    assert padded_tokens(counts, 5, 2, 2) == 2 * (5 + 2) + 2 * (2 + 2) + 1 * (1 + 2)   # 9 tokens cut at 5
+    assert padded_tokens(counts, 100, 0, 1) == sum(counts)                             # one text a batch: no padding
 
 
 def test_each_encoder_of_a_model_keeps_its_own_calibration_file(tmp_path):
