@@ -135,7 +135,12 @@ class StageClock:
         def run(chunker_index, chunks, emb):
             pair = (self.labels[chunker_index], emb.label)
             tokens = self.tokens.get(pair, 0)
-            self._check(f"embedding {pair[0]} x {pair[1]}", stage_seconds("embed", 0, tokens, emb.label, self.rates))
+            # priced with its collection and its pair's first config: an embedding that ends in time but leaves no
+            # config of its pair evaluated spends the night's seconds on nothing the morning can read
+            useful = (stage_seconds("index", chunks.height, 0, None, self.rates)
+                      + stage_seconds("evaluate", self.queries, 0, None, self.rates))
+            self._check(f"embedding {pair[0]} x {pair[1]}",
+                        stage_seconds("embed", 0, tokens, emb.label, self.rates) + useful)
             stats = fn(chunker_index, chunks, emb)
             with self._lock:
                 self.pending.pop(pair, None)

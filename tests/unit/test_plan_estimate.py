@@ -131,6 +131,32 @@ def test_the_clock_forgets_the_work_of_the_pairs_the_screen_took_out():
     assert clock.left_seconds() == pytest.approx(10.0 + len(kept))
 
 
+def test_an_embedding_starts_only_when_its_first_config_can_follow_it_within_the_budget():
+    """95 s of encoding fits a 100 s budget; with its collection (1,000 vectors, 4 s) and one config (10 s) after it,
+    it does not: the stage is refused, not started."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from ragbench.sweep.budget import OverBudget, StageClock
+
+    counts = WorkCounts(embeds=(EmbedWork("whole", "m", 1000, 0, 1000, 9_500),), run=1)
+    rates = Rates(seconds_per_token={"m": 0.01}, seconds_per_vector_indexed=0.004, seconds_per_config=10.0,
+                  seconds_per_query=0.0)
+    started = []
+
+    def stage(chunker_index, chunks, emb):
+        started.append(emb.label)
+        return SimpleNamespace(computed=0, encode_seconds=0.0)
+
+    chunks, emb = pl.DataFrame({"chunk_id": [str(i) for i in range(1000)]}), SimpleNamespace(label="m")
+    with pytest.raises(OverBudget, match="embedding whole x m"):
+        StageClock(100.0, counts, rates, ["whole"]).embed_documents(stage)(0, chunks, emb)
+    assert started == []
+    StageClock(110.0, counts, rates, ["whole"]).embed_documents(stage)(0, chunks, emb)  # 95 + 4 + 10 fits in 110
+    assert started == ["m"]
+
+
 @pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("120s", 120), ("1h30m", 5400),
                                           ("2.5m", 150), (45, 45.0)])
 def test_durations(text, seconds):
