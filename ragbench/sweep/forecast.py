@@ -77,7 +77,7 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                recalibrate: bool = False) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
     """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
     new texts (the stored one; measured now when none is stored and ``calibrate_models``, or whatever is stored
-    when ``recalibrate``; else left out) and per model its new document texts. ``pool`` (a screened sweep's
+    when ``recalibrate``; else left out) and per model its new document texts (without its document prompt). ``pool`` (a screened sweep's
     :class:`~ragbench.sweep.screen.Pool`): each pair's pooled texts count as the screen's, its full embedding as
     the texts the screen leaves new; the memory: :func:`models_memory`, the corpus' and each chunker's bytes."""
     from ragbench.embedding.embed import model_key
@@ -111,7 +111,8 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                 screen.append(row)
             row, new = _text_work(ch.label, emb, index_texts(chunks), emb.document_prompt, known_docs, set(pooled))
             embeds.append(row)
-            new_by_model.setdefault(emb.label, []).extend(pooled + new)
+            # the calibration's sample goes through the encoder, which adds the prompt itself
+            new_by_model.setdefault(emb.label, []).extend(t.removeprefix(emb.document_prompt) for t in pooled + new)
             indexes.append(IndexWork(ch.label, emb.label, chunks.height))
             if any(c.retriever.uses_sparse_collection for c in group):
                 indexes.append(IndexWork(ch.label, emb.label, chunks.height, hybrid=True))

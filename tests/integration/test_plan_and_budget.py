@@ -227,3 +227,24 @@ def test_encoded_tokens_are_what_the_encoder_computes_on():
     assert encoded_tokens(texts, EmbedderSpec(model="all-MiniLM-L6-v2", batch_size=1)) == 254 + 40 + 10 + 2 + 4 * 2
     assert encoded_tokens(texts, EmbedderSpec(model="static-retrieval-m2v", batch_size=2)) == sum(
         count_tokens(texts, "static-retrieval-m2v"))
+
+
+def test_the_calibration_sample_is_encoded_with_its_document_prompt_once(tmp_path, settings, monkeypatch):
+    """The plan's new texts carry the model's document prompt (as they are hashed and counted); the sample it
+    calibrates on goes through the encoder, which adds the prompt: once, not twice."""
+    from ragbench.embedding import embed
+
+    encoded: list[str] = []
+    real = embed.encode_uncached
+
+    def spy(texts, spec, role):
+        encoded.extend((spec.document_prompt if role == "document" else spec.query_prompt) + t for t in texts)
+        return real(texts, spec, role)
+
+    monkeypatch.setattr(embed, "encode_uncached", spy)
+    prompted = "{model: static-retrieval-m2v, document_prompt: 'passage: '}"
+    path = write_config(tmp_path / "p.yaml", SWEEP.replace("{model: static-retrieval-m2v}", prompted))
+    planned = _plan(path, settings.home)
+    sample = planned["calibrations"]["static-retrieval-m2v"]
+    assert sample["measured_by"] == "sample" and encoded
+    assert all(t.startswith("passage: ") and not t.startswith("passage: passage: ") for t in encoded)
