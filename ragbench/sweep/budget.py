@@ -113,7 +113,8 @@ class StageClock:
 
     def left_seconds(self) -> float:
         """Estimated seconds of the planned work not yet done, at the rates measured so far."""
-        embeds = sum(stage_seconds("embed", 0, tokens, model, self.rates) for (_, model), tokens in self.pending.items())
+        embeds = sum(stage_seconds("embed", 0, tokens, model, self.rates)
+                     for (_, model), tokens in self.pending.items())
         return embeds + max(0, self.configs_left) * stage_seconds("evaluate", self.queries, 0, None, self.rates)
 
     def wrap(self, fns: StageFns) -> StageFns:

@@ -28,9 +28,9 @@ def test_estimate_prices_each_stage_and_sums_them():
         embeds=(EmbedWork("fixed", "m", 40, 15, 25, 10_000), EmbedWork(None, "m", 5, 0, 5, 200)),
         indexes=(IndexWork("fixed", "m", 40),), run=3, reuse=2, skip=1, queries=5, rerank_pairs=100, llm_calls=4,
         dims={"m": 8}, model_bytes={"m": 1000})
-    rates = Rates(seconds_per_token={"m": 0.001}, load_seconds={"m": 7.0}, seconds_per_doc_cut=0.5, seconds_per_vector_indexed=0.25,
-                  seconds_per_config=2.0, seconds_per_query=0.1, seconds_per_rerank_pair=0.01,
-                  seconds_per_llm_call=3.0)
+    rates = Rates(seconds_per_token={"m": 0.001}, load_seconds={"m": 7.0}, seconds_per_doc_cut=0.5,
+                  seconds_per_vector_indexed=0.25, seconds_per_config=2.0, seconds_per_query=0.1,
+                  seconds_per_rerank_pair=0.01, seconds_per_llm_call=3.0)
     e = estimate(counts, rates)
     by = {(r.stage, r.what): r for r in e.rows}
     assert by[("chunk", "whole")].seconds == 0 and by[("chunk", "whole")].cached == 10
