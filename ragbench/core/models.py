@@ -274,6 +274,11 @@ def load_tokenizer(name: str):
     return tok
 
 
+def special_tokens(name: str) -> int:
+    """Tokens ``name``'s tokenizer adds to every text ([CLS] and [SEP] for BERT-style models)."""
+    return len(load_tokenizer(name).encode("", add_special_tokens=True).ids)
+
+
 #: texts per ``encode_batch`` call in :func:`count_tokens`: an Encoding holds ~100 bytes per token (ids, offsets,
 #: token strings), so encoding a whole corpus at once held ~35 KB per abstract (34 GB at 1M chunks)
 COUNT_BATCH = 1024

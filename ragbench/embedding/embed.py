@@ -27,6 +27,7 @@ from ragbench.core.models import (
     load_tokenizer,
     resolve_device,
     resolve_model,
+    special_tokens,
 )
 from ragbench.core.progress import log, progress
 from ragbench.core.resources import ensure_disk_space, rss_bytes
@@ -64,7 +65,7 @@ def embedding_window(spec: EmbedderSpec) -> int | None:
         limit = json.loads((m.path / "sentence_bert_config.json").read_text()).get("max_seq_length")
     if not limit:
         return None
-    return int(limit) - len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
+    return int(limit) - special_tokens(spec.model)
 
 
 def embedding_window_statistics(texts: TextColumn, spec: EmbedderSpec,

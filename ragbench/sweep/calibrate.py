@@ -77,14 +77,14 @@ def encoded_tokens(texts: list[str], spec) -> int:
     (:func:`padded_tokens`). A static model (no window) looks each token up, nothing padded: its tokens. A model
     without a ``tokenizer.json``: :data:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` characters a token."""
     from ragbench.core.errors import ModelError
-    from ragbench.core.models import count_tokens, load_tokenizer
+    from ragbench.core.models import count_tokens, special_tokens
     from ragbench.embedding.embed import embedding_window
 
     ordered = sorted(texts, key=len, reverse=True)
     try:
         window = embedding_window(spec)
         counts = count_tokens(ordered, spec.model)
-        specials = 0 if window is None else len(load_tokenizer(spec.model).encode("", add_special_tokens=True).ids)
+        specials = 0 if window is None else special_tokens(spec.model)
     except ModelError:
         window, specials = None, 0
         counts = [-(-len(t) // int(CHARS_PER_TOKEN)) for t in ordered]

@@ -46,8 +46,9 @@ class Forecast:
 
 
 def _new_texts(texts, prompt: str, known: set[str]) -> tuple[int, list[str]]:
-    """(unique texts, the new ones) of ``texts`` as the model sees them (``prompt`` + text), hashed as the embed
-    stage hashes them (:func:`~ragbench.embedding.embed.prompt_hashes`)."""
+    """(unique texts, the new ones) of ``texts``, each hashed as the model sees it (``prompt`` + text) as the embed
+    stage hashes them (:func:`~ragbench.embedding.embed.prompt_hashes`); the new ones without the prompt, as the
+    encoder takes them."""
     from ragbench.core.hashing import text_hash
     from ragbench.core.schemas import text_batches
 
@@ -59,17 +60,18 @@ def _new_texts(texts, prompt: str, known: set[str]) -> tuple[int, list[str]]:
             if h not in seen:
                 seen.add(h)
                 if h not in known:
-                    new.append(prompt + t)
+                    new.append(t)
     return len(seen), new
 
 
 def _text_work(what: str | None, emb, texts, prompt: str, known: set[str],
                embedded_before: set[str] = frozenset()) -> tuple[EmbedWork, list[str]]:
     """The :class:`EmbedWork` of ``texts`` as ``emb`` sees them (``what``: the chunker, None for queries) and its new
-    texts; those in ``embedded_before`` (an earlier stage of the sweep embeds them) count as cached."""
+    texts (without the prompt); those in ``embedded_before`` (an earlier stage of the sweep embeds them) count as cached."""
     unique, new = _new_texts(texts, prompt, known)
     new = [t for t in new if t not in embedded_before] if embedded_before else new
-    return EmbedWork(what, emb.label, unique, unique - len(new), len(new), encoded_tokens(new, emb)), new
+    tokens = encoded_tokens([prompt + t for t in new], emb)
+    return EmbedWork(what, emb.label, unique, unique - len(new), len(new), tokens), new
 
 
 def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path,
@@ -77,9 +79,10 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                recalibrate: bool = False) -> tuple[WorkCounts, dict[str, Calibration], dict[str, list[str]]]:
     """What the configs ``plan`` runs will compute (see the module docstring), the calibration of every model with
     new texts (the stored one; measured now when none is stored and ``calibrate_models``, or whatever is stored
-    when ``recalibrate``; else left out) and per model its new document texts (without its document prompt). ``pool`` (a screened sweep's
-    :class:`~ragbench.sweep.screen.Pool`): each pair's pooled texts count as the screen's, its full embedding as
-    the texts the screen leaves new; the memory: :func:`models_memory`, the corpus' and each chunker's bytes."""
+    when ``recalibrate``; else left out) and per model its new document texts (without its document prompt).
+    ``pool`` (a screened sweep's :class:`~ragbench.sweep.screen.Pool`): each pair's pooled texts count as the
+    screen's, its full embedding as the texts the screen leaves new; the memory: :func:`models_memory`, the corpus'
+    and each chunker's bytes."""
     from ragbench.embedding.embed import model_key
     from ragbench.sweep.stages import chunk_stage
 
@@ -111,8 +114,7 @@ def count_work(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan,
                 screen.append(row)
             row, new = _text_work(ch.label, emb, index_texts(chunks), emb.document_prompt, known_docs, set(pooled))
             embeds.append(row)
-            # the calibration's sample goes through the encoder, which adds the prompt itself
-            new_by_model.setdefault(emb.label, []).extend(t.removeprefix(emb.document_prompt) for t in pooled + new)
+            new_by_model.setdefault(emb.label, []).extend(pooled + new)
             indexes.append(IndexWork(ch.label, emb.label, chunks.height))
             if any(c.retriever.uses_sparse_collection for c in group):
                 indexes.append(IndexWork(ch.label, emb.label, chunks.height, hybrid=True))
