@@ -187,7 +187,8 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
             loc = err["loc"]
             line = _yaml_line(root, loc)
             dotted = ".".join(str(x) for x in loc) or "(top level)"
-            lines.append(f"{path}:{line}: {dotted}: {err['msg']}")
+            msg = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]  # not "Value error, ..."
+            lines.append(f"{path}:{line}: {dotted}: {msg}")
         raise ConfigError("invalid sweep config\n" + "\n".join(lines)) from None
     errors = _semantic_errors(cfg, root, path)
     if errors:

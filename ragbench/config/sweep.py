@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SerializeAsAny, model_validator
+from pydantic import Field, SerializeAsAny, field_validator, model_validator
 
 from ragbench.chunking import CHUNKERS, ChunkerSpec
 from ragbench.config.labels import ConfigLabels
+from ragbench.core.durations import parse_duration
 from ragbench.core.hashing import stable_hash
 from ragbench.core.spec import Spec
 from ragbench.data.spec import DatasetSpec
@@ -65,13 +66,19 @@ class SweepConfig(Spec):
     query_classes: QueryClassSpec = QueryClassSpec()
     generation: GenerationSpec | None = None
     output: OutputSpec = OutputSpec()
-    budget: str | None = Field(None, pattern=r"^\s*(?:\d+(?:\.\d+)?\s*[hms]\s*)+$",
-                               description="stop starting expensive stages that would end after this much time "
+    budget: str | None = Field(None, description="stop starting expensive stages that would end after this much time "
                                            "(8h, 90m, 120s); the configs left are marked over_budget and the next "
                                            "run continues (--budget wins)")
     search: SearchSpec = Field(SearchSpec(), description="grid (every config) or screen (pairs significantly "
                                                          "worse than the leader on a pooled sub-corpus are not "
                                                          "embedded in full; recorded as screened_out)")
+
+    @field_validator("budget")
+    @classmethod
+    def _budget_is_a_duration(cls, budget: str | None) -> str | None:
+        if budget is not None:
+            parse_duration(budget)  # one message for the file and --budget
+        return budget
 
     @model_validator(mode="after")
     def _dense_needs_embedder(self):

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ragbench.config import RunConfig
+from ragbench.core.durations import parse_duration
 from ragbench.core.errors import ConfigError
 from ragbench.core.progress import log
 from ragbench.core.resources import memory_limit_bytes
@@ -28,8 +29,6 @@ from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate,
 from ragbench.sweep.graph import StageFns
 from ragbench.sweep.runner import NotRun
 
-_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
-_DURATION = re.compile(r"^\s*(?:\d+(?:\.\d+)?\s*[hms]\s*)+$")
 
 
 class OverBudget(NotRun):
@@ -39,13 +38,12 @@ class OverBudget(NotRun):
         super().__init__(f"{OVER_BUDGET} ({what})")
 
 
-def parse_duration(text: str | float | int) -> float:
-    """Seconds of a duration: ``8h``, ``90m``, ``120s``, ``1h30m``, or a number of seconds."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    if not _DURATION.match(str(text)):
-        raise ConfigError(f"budget {text!r}: not a duration; write e.g. 8h, 90m, 120s or 1h30m")
-    return sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", str(text)))
+def parse_budget(text: str | float | int) -> float:
+    """Seconds of a budget (:func:`ragbench.core.durations.parse_duration`); a ``ConfigError`` for anything else."""
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise ConfigError(f"budget {e}") from None
 
 
 def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:
@@ -217,7 +215,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     in the table."""
     from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of
 
-    budget_s = parse_duration(cfg.budget) if budget_s is None and cfg.budget else budget_s
+    budget_s = parse_budget(cfg.budget) if budget_s is None and cfg.budget else budget_s
     labels = [ch.label for ch in cfg.chunkers]
     if not plan.todo:
         return StageClock(budget_s, WorkCounts(), Rates(), labels, started), []

@@ -109,9 +109,9 @@ def test_unknown_kinds_name_what_is_registered(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(bad)
     msg = str(e.value)
-    assert "bad.yaml:3: chunkers.0: Value error, unknown chunker kind 'paragraphs'; expected one of:" in msg
-    assert "retrievers.0: Value error, unknown retriever kind 'word-overlap'" in msg
-    assert "metrics.measures: Value error, unknown measure(s) toy_rr" in msg
+    assert "bad.yaml:3: chunkers.0: unknown chunker kind 'paragraphs'; expected one of:" in msg
+    assert "retrievers.0: unknown retriever kind 'word-overlap'" in msg
+    assert "metrics.measures: unknown measure(s) toy_rr" in msg
 
 
 class LexicalTwice(RetrieverSpec, BM25Params):

@@ -96,7 +96,7 @@ def test_an_option_of_another_format_is_refused_naming_the_file_line_and_format(
              "dataset: {format: squad, path: x, include: [a], exclude: [b]}":
              "include, exclude: only the folder format reads them (format is 'squad')",
              "dataset: {format: lines, path: x, max_docs: 0}": "dataset.max_docs: Input should be greater than 0",
-             "dataset: {format: nope, path: x}": "dataset.format: Value error, unknown dataset format 'nope'; known: "
+             "dataset: {format: nope, path: x}": "dataset.format: unknown dataset format 'nope'; known: "
                                                  "beir, folder, lines, squad"}
     for section, want in cases.items():
         bad = write_config(tmp_path / "bad.yaml", f"name: b\n{section}\nchunkers: [{{kind: whole}}]\n"

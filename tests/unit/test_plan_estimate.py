@@ -3,11 +3,11 @@
 from dataclasses import replace
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, write_config
 
 from ragbench.config import load_config
 from ragbench.core.errors import ConfigError
-from ragbench.sweep.budget import budget_order, parse_duration
+from ragbench.sweep.budget import budget_order, parse_budget
 from ragbench.sweep.estimate import (
     MLFLOW_BYTES,
     RUNTIME_BYTES,
@@ -160,13 +160,25 @@ def test_an_embedding_starts_only_when_its_first_config_can_follow_it_within_the
 @pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("120s", 120), ("1h30m", 5400),
                                           ("2.5m", 150), (45, 45.0)])
 def test_durations(text, seconds):
-    assert parse_duration(text) == seconds
+    assert parse_budget(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["8", "soon", "1d", "", "-3m"])
 def test_bad_durations_are_one_line_errors(text):
     with pytest.raises(ConfigError, match="8h, 90m, 120s"):
-        parse_duration(text)
+        parse_budget(text)
+
+
+def test_a_sweep_files_bad_budget_names_its_line_in_the_words_of_the_option(tmp_path):
+    bad = write_config(tmp_path / "bad.yaml", "name: b\ndataset: {path: x}\nchunkers: [{kind: whole}]\n"
+                                              "retrievers: [{kind: bm25}]\nbudget: 5 minutes\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    assert "bad.yaml:5: budget: '5 minutes' is not a duration; write e.g. 8h, 90m, 120s or 1h30m" in str(e.value)
+    with pytest.raises(ConfigError, match="^budget '5 minutes' is not a duration; write e.g. 8h"):
+        parse_budget("5 minutes")
+    good = write_config(tmp_path / "good.yaml", bad.read_text().replace("5 minutes", "1h30m"))
+    assert parse_budget(load_config(good).budget) == 5400
 
 
 def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
