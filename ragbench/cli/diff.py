@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Configs added and removed, each shared config's change in the primary measure (paired test on the shared
         queries, Holm-corrected), the winner's change and the questions that flipped under the winner."""
-        from ragbench.cli.ops import _store
+        from ragbench.cli.options import home_store
         from ragbench.core.errors import RagbenchError
         from ragbench.core.measure_keys import measure_key
         from ragbench.core.progress import stdout
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         if test not in ("randomization", "student"):
             fail(ValueError(f"--test {test!r}: use randomization or student"))
         try:
-            store, _ = _store(home)
+            store, _ = home_store(home)
             now = resolve_sweep_id(store, sweep_b if sweep_b is not None else (sweep_a or "latest"))
             then = resolve_sweep_id(store, sweep_a) if sweep_b is not None and sweep_a is not None else None
             primary = measure_key(measure) if measure else sweep_primary(store, now)

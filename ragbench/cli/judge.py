@@ -14,6 +14,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ragbench.cli.options import home_store
+
 judge_app = typer.Typer(help="Judge what a sweep retrieved that the labels do not cover: pool, fill, merge, rerun.",
                         no_args_is_help=True)
 
@@ -24,18 +26,6 @@ HomeOpt = Annotated[Optional[Path], typer.Option(help="ragbench home (default: $
 class PoolFormat(str, Enum):
     csv = "csv"
     jsonl = "jsonl"
-
-
-def _store(home: Path | None):
-    from ragbench.core.errors import RagbenchError
-    from ragbench.core.settings import Settings
-    from ragbench.results.store import ResultStore
-
-    settings = Settings.from_env(home=home).apply()
-    h = Path(settings.home)
-    if not (h / "results.duckdb").is_file():
-        raise RagbenchError(f"no results at {h / 'results.duckdb'}; run `ragbench sweep CONFIG` first or pass --home")
-    return ResultStore(h / "results.duckdb"), h
 
 
 def _login() -> str:
@@ -67,7 +57,8 @@ def pool(
     from ragbench.results.lookup import resolve_sweep_id
 
     try:
-        store, h = _store(home)
+        store, settings = home_store(home)
+        h = Path(settings.home)
         sid = resolve_sweep_id(store, sweep)
         rows = build_pool(store, sid, h, depth)
         path = out if out is not None else h / "pools" / f"{sid}-depth{depth}.{fmt.value}"
@@ -110,7 +101,8 @@ def merge(
     from ragbench.results.lookup import resolve_sweep_id
 
     try:
-        store, h = _store(home)
+        store, settings = home_store(home)
+        h = Path(settings.home)
         sid = resolve_sweep_id(store, sweep)
         spec = DatasetSpec.model_validate(json.loads(store.sweep(sid)["spec_json"])["dataset"])
         ds = sweep_dataset(store, sid, h)

@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ragbench.cli.options import Format, fail
+from ragbench.cli.options import Format, fail, home_store
 
 HomeOpt = Annotated[Optional[Path], typer.Option("--home", help="ragbench home holding results.duckdb (default: "
                                                                  "$RAGBENCH_HOME, else ./.ragbench)")]
@@ -29,20 +29,6 @@ ConfigArg = Annotated[str, typer.Argument(help="leaderboard rank (1 = best), the
 class Test(str, Enum):
     randomization = "randomization"
     student = "student"
-
-
-def _store(home: Path | None):
-    """The results store of the home (``--home``, else the settings' ``$RAGBENCH_HOME``), and the settings."""
-    from ragbench.core.errors import RagbenchError
-    from ragbench.core.settings import Settings
-    from ragbench.results.store import ResultStore
-
-    settings = Settings.from_env(home=home).apply()
-    h = Path(settings.home)
-    if not (h / "results.duckdb").is_file():
-        raise RagbenchError(f"no results at {h / 'results.duckdb'}; run `ragbench sweep CONFIG` first or pass "
-                            "--home")
-    return ResultStore(h / "results.duckdb"), settings
 
 
 
@@ -111,7 +97,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.results.lookup import resolve_sweep_id
 
         try:
-            store, settings = _store(home)
+            store, settings = home_store(home)
             sid = resolve_sweep_id(store, sweep)
             rep = build_report(store, sid, primary=measure_key(measure) if measure else None, test=test.value,
                                alpha=alpha, since=resolve_sweep_id(store, since) if since else None)
@@ -153,7 +139,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.results.lookup import resolve_sweep_id, sweep_primary
 
         try:
-            store, _ = _store(home)
+            store, _ = home_store(home)
             sid = resolve_sweep_id(store, sweep)
             m = measure_key(measure) if measure else sweep_primary(store, sid)
             rep = build_report(store, sid, primary=m, measures=(m,), test=test.value, alpha=alpha,
@@ -196,7 +182,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.reporting.explain import render_explanation
 
         try:
-            store, settings = _store(home)
+            store, settings = home_store(home)
             e = _explain(store, sweep, config, query_id, deep=deep, settings=settings)
         except (RagbenchError, ValueError) as err:
             fail(err)
@@ -229,7 +215,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.promotion.promotion_gate import PromotionRefused
 
         try:
-            store, settings = _store(home)
+            store, settings = home_store(home)
             p = _promote(store, PromotionRequest(sweep, config, primary=primary, alpha=alpha, force=force,
                                                  reason=reason, who=who), settings=settings)
         except PromotionRefused as e:
@@ -253,7 +239,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.promotion.production import production as _production
 
         try:
-            store, _ = _store(home)
+            store, _ = home_store(home)
             live = _production(store)
             rows = _history(store) if history else ([live] if live else [])
         except RagbenchError as e:
@@ -283,7 +269,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.promotion.promotion_gate import PromotionRefused
 
         try:
-            store, settings = _store(home)
+            store, settings = home_store(home)
             p = _rollback(store, settings=settings)
         except PromotionRefused as e:
             fail(e, 1)

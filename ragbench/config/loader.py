@@ -19,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from ragbench.config.sweep import SweepConfig
-from ragbench.core.bounded_io import MAX_CONFIG_BYTES, check_lines, load_yaml, read_bytes
+from ragbench.core.bounded_io import MAX_CONFIG_BYTES, check_lines, load_yaml, read_text
 from ragbench.core.errors import ConfigError
 from ragbench.data.holdout import HELDOUT_PREFIX
 
@@ -167,13 +167,7 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
         raise ConfigError(f"{path}: is a folder, not a config file; name the sweep YAML inside it")
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    data = read_bytes(path, MAX_CONFIG_BYTES, "sweep config", ConfigError)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{e.object[e.start]:02x}); save the file as "
-                          "UTF-8") from None
+    text = read_text(path, MAX_CONFIG_BYTES, "sweep config", ConfigError)
     check_lines(path, text, ConfigError)
     raw, root = load_yaml(path, text, ConfigError, aliases="bounded", loader=_StrictLoader)
     if not isinstance(raw, dict):

@@ -68,6 +68,17 @@ def read_bytes(path: Path, limit: int, what: str, error: type[RagbenchError]) ->
     return b"".join(parts)
 
 
+def read_text(path: Path, limit: int, what: str, error: type[RagbenchError]) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark dropped), read as :func:`read_bytes` reads; ``error`` naming the
+    line and the byte when it is not UTF-8."""
+    data = read_bytes(path, limit, what, error)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8") from None
+
+
 def check_lines(path: Path, text: str, error: type[RagbenchError], limit: int = MAX_LINE_BYTES) -> None:
     """``error`` naming the first line of ``text`` longer than ``limit`` characters (a character is at least one
     byte in UTF-8, so this bounds lines at most 4x looser than :func:`iter_lines` does: still bounded)."""

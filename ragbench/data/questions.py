@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from ragbench.core.bounded_io import MAX_QUESTIONS_BYTES, check_lines, load_yaml, read_bytes
+from ragbench.core.bounded_io import MAX_QUESTIONS_BYTES, check_lines, load_yaml, read_text
 from ragbench.core.errors import DatasetError
 from ragbench.data.quotes import example_quote
 
@@ -132,13 +132,7 @@ def _question(line: int, obj: dict, split: bool, problems: list[str], where: str
 
 
 def _decode(path: Path) -> str:
-    data = read_bytes(path, MAX_QUESTIONS_BYTES, "questions file", DatasetError)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DatasetError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8"
-                           ) from None
+    text = read_text(path, MAX_QUESTIONS_BYTES, "questions file", DatasetError)
     check_lines(path, text, DatasetError)
     return text
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from ragbench.core.bounded_io import MAX_JSON_BYTES, parse_json, read_bytes
+from ragbench.core.bounded_io import MAX_JSON_BYTES, parse_json, read_text
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.schemas import CORPUS_SCHEMA, QRELS_SCHEMA, QUERY_SCHEMA
@@ -98,13 +98,7 @@ def load_squad(spec: DatasetSpec, *, repair: Repair = "error") -> Dataset:
 def read_squad_json(path: Path) -> Any:
     """The parsed JSON of a SQuAD file, read with a size limit (:data:`~ragbench.core.bounded_io.MAX_JSON_BYTES`;
     a SQuAD file is often one long line, so lines are not bounded apart from the file); every failure one line."""
-    data = read_bytes(path, MAX_JSON_BYTES, "SQuAD JSON file", DatasetError)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DatasetError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save the file as UTF-8"
-                           ) from None
+    text = read_text(path, MAX_JSON_BYTES, "SQuAD JSON file", DatasetError)
     return parse_json(text, f"{path}:1", DatasetError)
 
 

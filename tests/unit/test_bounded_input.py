@@ -138,3 +138,12 @@ def test_a_document_over_the_size_limit_is_skipped_with_a_warning_not_read(tmp_p
     ds = load_dataset(DatasetSpec(format="folder", path=folder))
     assert list(ds.corpus["doc_id"]) == ["small.md"]
     assert any(w.endswith("huge.md: skipped: 2,408 bytes, larger than a document may be (1,000)") for w in ds.warnings)
+
+
+def test_a_squad_file_names_the_line_of_a_byte_that_is_not_utf8(tmp_path):
+    from ragbench.data.squad import read_squad_json
+
+    squad = tmp_path / "dev.json"
+    squad.write_bytes(b'{"version": "1",\n "data": [{"title": "caf\xe9"}]}')
+    with pytest.raises(DatasetError, match=r"dev\.json:2: not UTF-8 text \(byte 0xe9\); save the file as UTF-8$"):
+        read_squad_json(squad)
