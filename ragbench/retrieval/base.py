@@ -51,6 +51,9 @@ class RetrievalResources:
     #: embedder spec id -> query text -> (ms to embed it uncached, its vector): serving latency
     #: (ragbench.evaluation.cost) embeds each query once per model in a sweep
     query_encodings: dict[str, dict[str, tuple[float, np.ndarray]]] = field(default_factory=dict)
+    #: (collection, model key, query vectors' digest, EfSweep) -> its ANN fidelity table: a collection's table is
+    #: the same for every config searching it (dense and hybrid), so a sweep measures it once
+    ann_tables: dict[tuple, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,11 @@ tests/integration/test_golden_values.py.
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 
+import numpy as np
 import polars as pl
 
 from ragbench.config import RunConfig
@@ -45,7 +47,7 @@ from ragbench.judgments.rescore import unpooled_means
 from ragbench.generation.stage import answer_in_context_metrics, generation_stage
 from ragbench.results.outcomes import SUMMARY_SCHEMA, ConfigResult, config_level
 from ragbench.results.store import ResultStore
-from ragbench.retrieval import RetrievalOutput, retrieve
+from ragbench.retrieval import RetrievalOutput, RetrievalResources, retrieve
 from ragbench.sweep.plan import ConfigInputs, EvaluationSpec
 from ragbench.sweep.stages import chunk_stage, context_tokenizer, evaluate_stage
 
@@ -195,12 +197,9 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
     ann = None
     dense = run_config.retriever.dense_search()
     if dense is not None and run_config.embedder is not None and spec.ann_fidelity.enabled and not held_out:
-        res, af = inputs.resources, spec.ann_fidelity
-        ann = ann_fidelity(res.index, res.collection, res.query_vectors, model_key(run_config.embedder),
-                           EfSweep(k=af.k, ef_values=af.ef_values, depth=max(dense.depth, af.k),
-                                   configured_ef=dense.hnsw_ef))
+        ann = _collection_ann_fidelity(inputs.resources, model_key(run_config.embedder), spec.ann_fidelity, dense)
         configured = ann.filter(pl.col("configured"))
-        level[f"ann_recall_vs_exact@{af.k}"] = 1.0 if dense.exact else float(configured["recall_vs_exact"][0])
+        level[f"ann_recall_vs_exact@{spec.ann_fidelity.k}"] = 1.0 if dense.exact else float(configured["recall_vs_exact"][0])
     if not held_out:  # what the config costs: latency on the serving path, index size, memory, embedding time
         level.update(serving_latency(run_config, ds, inputs.resources))
         level.update(size_measures(run_config, inputs.resources, inputs.embed_seconds))
@@ -213,6 +212,18 @@ def _judge(run_config: RunConfig, ds: Dataset, out: RetrievalOutput, measures, s
         diagnostics=reach, ann=ann, answers=answers, artifacts=dict(out.tables),
         measure_versions=measure_versions(spec.metrics.rank_measures))
     return result
+
+
+def _collection_ann_fidelity(res: RetrievalResources, key: str, af, dense) -> pl.DataFrame:
+    """The ANN fidelity table of the collection ``res`` searches (:func:`~ragbench.evaluation.ann.ann_fidelity`),
+    measured once per collection, query vectors and swept values in a sweep: a dense and a hybrid config over one
+    collection share it."""
+    sweep = EfSweep(k=af.k, ef_values=tuple(af.ef_values), depth=max(dense.depth, af.k), configured_ef=dense.hnsw_ef)
+    vectors = np.ascontiguousarray(res.query_vectors, dtype=np.float32)
+    memo = (res.collection, key, hashlib.blake2b(vectors.tobytes(), digest_size=16).hexdigest(), sweep)
+    if memo not in res.ann_tables:
+        res.ann_tables[memo] = ann_fidelity(res.index, res.collection, vectors, key, sweep)
+    return res.ann_tables[memo]
 
 
 # ---------------------------------------------------------------- measures of a newer version on stored results

@@ -65,6 +65,7 @@ class StageWork:
         self.embed_stats: list[EmbedStats] = []  # what each embedding stage computed, in graph order
         self.rerankers: dict[str, object] = {}
         self.query_encodings: dict[str, dict] = {}  # serving latency: each query embedded once per model
+        self.ann_tables: dict[tuple, object] = {}  # ANN fidelity: measured once per collection
         self.model_slot = threading.BoundedSemaphore(MODEL_SLOTS)
         self._plans: dict[int, tuple[ChunkerPlan, threading.Lock]] = {}
         self._plans_lock = threading.Lock()
@@ -171,6 +172,7 @@ class StageWork:
                                                        embed_seconds_estimate(index_texts(plan.chunks), emb))
         retrieval = RetrievalResources(plan.chunks, vector_cache=self.vector_cache, bm25=plan.bm25,
                                        rerankers=self.rerankers, query_encodings=self.query_encodings,
+                                       ann_tables=self.ann_tables,
                                        llm=self.query_llm.rewrite_llm if self.query_llm is not None else None)
         inputs = ConfigInputs(retrieval, tok, counts, stats, self.generator, plan.context_texts[ctx_tok],
                               plan.embed_seconds.get(emb.spec_id, 0.0) if emb is not None else 0.0)

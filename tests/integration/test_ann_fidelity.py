@@ -55,3 +55,38 @@ def test_hnsw_ef_sweep_on_real_embeddings(tmp_path):
     with pytest.raises(ValueError, match="need 1 <= k <= depth"):
         ann_fidelity(index, "col", qv, model_key(EMB), EfSweep(k=10, depth=5))
     index.close()
+
+
+def test_a_sweep_measures_a_collections_ann_fidelity_once_for_its_dense_and_hybrid_configs(tmp_path, settings,
+                                                                                            monkeypatch):
+    """The table depends on the collection, the query vectors and the swept values only: the dense and the hybrid
+    config over one collection store the same rows, measured once."""
+    import duckdb
+
+    from ragbench.config import load_config
+    from ragbench.sweep import evaluate, run_sweep
+    from conftest import write_config
+
+    measured = []
+    real = evaluate.ann_fidelity
+    monkeypatch.setattr(evaluate, "ann_fidelity", lambda index, collection, *a, **k: measured.append(collection)
+                        or real(index, collection, *a, **k))
+    cfg = load_config(write_config(tmp_path / "ann.yaml", f"""name: ann-once
+dataset: {{path: {DEMO}, queries: all}}
+chunkers: [{{kind: whole}}, {{kind: sentences, window: 1}}]
+embedders: [{{model: static-retrieval-m2v}}]
+retrievers: [{{kind: dense, exact: true}}, {{kind: hybrid, fusion: rrf, dense: {{exact: true}}}}]
+output: {{mlflow: false}}
+"""))
+    result = run_sweep(cfg, settings)
+    assert len(measured) == 2 and len(set(measured)) == 2  # one per chunker's collection, for 4 configs
+    with duckdb.connect(str(settings.home / "results.duckdb"), read_only=True) as con:
+        rows = con.execute("SELECT config_id, list(recall_vs_exact ORDER BY hnsw_ef NULLS LAST), "
+                           "list(ms_per_query_ann ORDER BY hnsw_ef NULLS LAST) FROM ann_fidelity WHERE sweep_id = ? "
+                           "GROUP BY config_id", [result.sweep_id]).fetchall()
+    chunker_of = {c.config_id: c.chunker.spec_id for c in cfg.expand()}
+    assert len(rows) == 4
+    by_chunker = {}
+    for config_id, recall, ms in rows:
+        by_chunker.setdefault(chunker_of[config_id], []).append((recall, ms))
+    assert all(len(t) == 2 and t[0] == t[1] for t in by_chunker.values())
