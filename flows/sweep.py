@@ -34,6 +34,7 @@ from ragbench.core.settings import Settings  # noqa: E402
 from ragbench.core.workers import DaskWorkers  # noqa: E402
 from ragbench.results.outcomes import SweepResult  # noqa: E402
 from ragbench.sweep import Published, SweepOptions, publish_sweep, run_sweep, sweep_settings  # noqa: E402
+from ragbench.sweep.budget import with_budget  # noqa: E402
 from ragbench.sweep.runner import NotRun, UpstreamFailed  # noqa: E402
 
 
@@ -221,8 +222,7 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
     ``RAGBENCH_DASK_ADDRESS`` when set, else here; ``budget``: a duration that overrides the file's ``budget:``)."""
     handler = _attach_run_logs()
     cfg, settings = load_config(config_path), Settings.from_env()
-    if budget:
-        cfg = cfg.model_copy(update={"budget": budget})
+    cfg = with_budget(cfg, budget or None)
     own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
     if own:
         from ragbench.core.retry import check_server

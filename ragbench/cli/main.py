@@ -165,10 +165,10 @@ def sweep(
     published = None
     try:
         cfg = load_config(config)
-        if budget is not None:  # checked (one line) before anything runs; --budget wins over the file's
-            from ragbench.sweep.budget import parse_budget
+        if budget is not None:
+            from ragbench.sweep.budget import with_budget
 
-            cfg = cfg.model_copy(update={"budget": f"{parse_budget(budget)}s"})
+            cfg = with_budget(cfg, budget)
         settings = sweep_settings(cfg, Settings.from_env(), home).apply()
         settings.ensure_home()
         check_results_file(settings.home / "results.duckdb")  # damaged: one line now, not a flow's traceback

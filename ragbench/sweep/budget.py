@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ragbench.config import RunConfig
+from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.durations import parse_duration
 from ragbench.core.errors import ConfigError
 from ragbench.core.progress import log
@@ -44,6 +44,12 @@ def parse_budget(text: str | float | int) -> float:
         return parse_duration(text)
     except ValueError as e:
         raise ConfigError(f"budget {e}") from None
+
+
+def with_budget(cfg: SweepConfig, budget: str | float | int | None) -> SweepConfig:
+    """``cfg`` with its ``budget:`` replaced by ``budget`` (the command line's ``--budget``, the flow's parameter,
+    which win over the file's), checked first: a ``ConfigError`` in one line before anything runs. None: ``cfg``."""
+    return cfg if budget is None else cfg.model_copy(update={"budget": f"{parse_budget(budget)}s"})
 
 
 def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:

@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from ragbench.cli import app
 from ragbench.config import load_config
+from ragbench.core.errors import ConfigError
 from ragbench.core.models import count_tokens
 from ragbench.embedding.embed import first_load
 from ragbench.evaluation.cost import COST_MEASURES
@@ -248,3 +249,13 @@ def test_the_calibration_sample_is_encoded_with_its_document_prompt_once(tmp_pat
     sample = planned["calibrations"]["static-retrieval-m2v"]
     assert sample["measured_by"] == "sample" and encoded
     assert all(t.startswith("passage: ") and not t.startswith("passage: passage: ") for t in encoded)
+
+
+def test_the_prefect_flows_budget_parameter_is_checked_before_anything_runs(tmp_path):
+    """A deployment's ``budget`` parameter is read as ``--budget`` is: a bad one is a one-line error, nothing
+    stored (it was copied into the config unchecked, to fail later inside the flow)."""
+    from flows.sweep import sweep_flow
+
+    with pytest.raises(ConfigError, match="^budget '8 hours' is not a duration; write e.g. 8h"):
+        sweep_flow.fn(str(ROOT / "configs" / "demo.yaml"), home=str(tmp_path / "home"), budget="8 hours")
+    assert not (tmp_path / "home" / "results.duckdb").exists()

@@ -7,7 +7,7 @@ from conftest import ROOT, write_config
 
 from ragbench.config import load_config
 from ragbench.core.errors import ConfigError
-from ragbench.sweep.budget import budget_order, parse_budget
+from ragbench.sweep.budget import budget_order, parse_budget, with_budget
 from ragbench.sweep.estimate import (
     MLFLOW_BYTES,
     RUNTIME_BYTES,
@@ -179,6 +179,14 @@ def test_a_sweep_files_bad_budget_names_its_line_in_the_words_of_the_option(tmp_
         parse_budget("5 minutes")
     good = write_config(tmp_path / "good.yaml", bad.read_text().replace("5 minutes", "1h30m"))
     assert parse_budget(load_config(good).budget) == 5400
+
+
+def test_a_budget_given_apart_from_the_file_wins_and_is_checked_as_the_files_is():
+    cfg = load_config(ROOT / "configs" / "demo.yaml")
+    assert with_budget(cfg, None) is cfg
+    assert parse_budget(with_budget(cfg.model_copy(update={"budget": "8h"}), "1h30m").budget) == 5400
+    with pytest.raises(ConfigError, match="^budget '8 hours' is not a duration"):
+        with_budget(cfg, "8 hours")
 
 
 def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
