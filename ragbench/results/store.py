@@ -297,14 +297,20 @@ class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, ScreeningTable,
         """Copy each config's rows (every per-config table and its ``configs`` row) from ``sources[config_id]``
         (a sweep id) into ``to_sweep``, replacing any there, in one transaction. ``reused_from`` names the sweep
         that evaluated it (followed through earlier copies); ``mlflow_run_id`` stays that evaluation's run."""
+        if not sources:
+            return
+        wanted = pl.DataFrame({"config_id": list(sources), "from_sweep": list(sources.values()),
+                               "position": range(len(sources))})
         with self.transaction() as con:
-            for config_id, from_sweep in sources.items():
-                for table in (*PER_CONFIG_TABLES, "configs"):
-                    con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id = ?", [to_sweep, config_id])
-                    extra = ", COALESCE(reused_from, sweep_id) AS reused_from" if table == "configs" else ""
-                    con.execute(f"INSERT INTO {table} SELECT * REPLACE (CAST(? AS VARCHAR) AS sweep_id{extra}) "
-                                f"FROM {table} WHERE sweep_id = ? AND config_id = ?",
-                                [to_sweep, from_sweep, config_id])
+            con.register("copied", wanted.to_arrow())
+            for table in (*PER_CONFIG_TABLES, "configs"):  # set-based: two statements a table, whatever the configs
+                con.execute(f"DELETE FROM {table} WHERE sweep_id = ? AND config_id IN (SELECT config_id FROM copied)",
+                            [to_sweep])
+                extra = ", COALESCE(reused_from, sweep_id) AS reused_from" if table == "configs" else ""
+                con.execute(f"INSERT INTO {table} SELECT t.* REPLACE (CAST(? AS VARCHAR) AS sweep_id{extra}) "
+                            f"FROM {table} t JOIN copied c ON c.config_id = t.config_id AND c.from_sweep = t.sweep_id "
+                            "ORDER BY c.position, t.rowid", [to_sweep])  # in the order of ``sources``, as stored
+            con.unregister("copied")
 
     def copy_k_sweep(self, from_sweep: str, to_sweep: str, config_id: str) -> bool:
         """Copy the k-sweep rows of ``config_id`` from ``from_sweep`` into ``to_sweep`` (replacing its own); False

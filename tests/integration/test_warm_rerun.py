@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from ragbench.cli import app
 from ragbench.config import load_config
 from ragbench.results.store import ResultStore
+from ragbench.results.store_schema import PER_CONFIG_TABLES
 from ragbench.sweep import run_sweep
 
 LONG = ROOT / "tests" / "fixtures" / "squad_long.json"
@@ -97,6 +98,11 @@ def test_an_unchanged_rerun_reuses_every_config_and_says_from_which_sweep(cold, 
     for table in ("query_metrics", "rankings", "config_metrics", "chunk_stats"):
         n = store.query(f"SELECT sweep_id, count(*) AS n FROM {table} GROUP BY 1 ORDER BY 1")["n"].to_list()
         assert len(n) == 2 and n[0] == n[1] > 0, table            # the new sweep holds a full copy of every row
+    for table in PER_CONFIG_TABLES:  # ... the same rows, the sweep id aside
+        rows = [f"SELECT * EXCLUDE (sweep_id) FROM {table} WHERE sweep_id = '{s}'" for s in (first.sweep_id,
+                                                                                           second.sweep_id)]
+        assert store.query(f"({rows[0]} EXCEPT ALL {rows[1]}) UNION ALL ({rows[1]} EXCEPT ALL {rows[0]})"
+                           ).height == 0, table
     rows = store.query("SELECT reused_from FROM configs WHERE sweep_id = ?", [second.sweep_id])
     assert rows["reused_from"].to_list() == [first.sweep_id] * 4
     # a third run names the sweep that evaluated the results, not the one that copied them
