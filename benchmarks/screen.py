@@ -6,7 +6,9 @@ dense exact, plus BM25 per chunker, on SciFact's test split (300 queries; read f
 
 * ``--max-docs N``: the judged documents plus seeded distractors up to N (what fits a run on 2 shared cores);
 * without it, the whole 5,183-document corpus: about 68k chunks over the three chunkers (fixed 32 alone cuts
-  about 50k), the many-passages case screening is for.
+  about 50k), the many-passages case screening is for;
+* ``--distractors N``: a larger corpus, SciFact plus seeded distractor abstracts up to N documents (sentences
+  re-drawn from the whole corpus, as ``benchmarks/scale.py`` builds them; queries and labels unchanged).
 
 The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth) and in full. For each run:
 passages encoded per model (distinct document texts in the home's vector cache: what the run sent to the model),
@@ -17,7 +19,7 @@ all-MiniLM-L6-v2,static-retrieval-m2v``, are counted apart: it costs no transfor
 screen).
 
     python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--models A,B] [--keep DIR]
-    python benchmarks/screen.py --pool-only [--depth 3]     # the pool on the whole corpus, no transformer
+    python benchmarks/screen.py --pool-only [--depth 3] [--distractors 20000]   # the pool only, no transformer
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's ragbench, installed or not
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
+CORPUS = SCIFACT  # --distractors: SciFact and its distractors, built under the run's folder
 CHUNKERS = "[{kind: whole}, {kind: recursive, size: 128, overlap: 0}, {kind: fixed, size: 32, overlap: 0}]"
 MODELS = ("all-MiniLM-L6-v2", "sre-embedding-model")  # two transformers of the same size
 EMBEDDERS = ", ".join(f"{{model: {m}}}" for m in MODELS)
@@ -67,7 +70,7 @@ def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None, 
 
     home = home or root / f"{grid}-{strategy}"
     path = root / f"{grid}-{strategy}.yaml"
-    path.write_text(SWEEP.format(grid=grid, path=SCIFACT, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy=strategy,
+    path.write_text(SWEEP.format(grid=grid, path=CORPUS, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy=strategy,
                                  depth=depth, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
     cfg = load_config(path)
     settings = Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
@@ -97,7 +100,7 @@ def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
     from ragbench.sweep.stages import chunk_stage
 
     path = root / "pool.yaml"
-    path.write_text(SWEEP.format(grid="pool", path=SCIFACT, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy="screen",
+    path.write_text(SWEEP.format(grid="pool", path=CORPUS, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy="screen",
                                  depth=depth, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
     cfg = load_config(path)
     settings = Settings.from_env(home=root / "pool").replace(mlflow_tracking_uri=None, qdrant_url=None,
@@ -150,6 +153,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-docs", type=int, help="judged documents plus seeded distractors up to this many "
                                                   "(default: the whole corpus)")
+    ap.add_argument("--distractors", type=int, help="SciFact plus seeded distractor abstracts up to this many "
+                                                     "documents (a larger corpus; labels unchanged)")
     ap.add_argument("--depth", type=int, default=3, help="search.depth of the screened sweep")
     ap.add_argument("--models", default=",".join(MODELS),
                     help="the sweep's embedders, comma-separated (default: %(default)s)")
@@ -159,7 +164,7 @@ def main() -> int:
     ap.add_argument("--pool-only", action="store_true", help="only size the screen's pool (no transformer pass)")
     ap.add_argument("--keep", type=Path, help="keep the homes here (default: a temporary folder, removed)")
     args = ap.parse_args()
-    global EMBEDDERS
+    global EMBEDDERS, CORPUS
     EMBEDDERS = ", ".join(f"{{model: {m.strip()}}}" for m in args.models.split(","))
     if not (SCIFACT / "corpus.jsonl").is_file():
         print(f"SciFact not found at {SCIFACT}", file=sys.stderr)
@@ -168,10 +173,16 @@ def main() -> int:
     root.mkdir(parents=True, exist_ok=True)
     rows, ok = [], True
     try:
+        if args.distractors:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from scale import build_distractor_corpus
+
+            CORPUS = build_distractor_corpus(root / f"scifact-{args.distractors}", args.distractors)
         if args.pool_only:
             print(pool_only(args.depth, root, args.max_docs))
             return 0
-        for grid in [f"scifact-{args.max_docs}" if args.max_docs else "scifact"]:
+        corpus = f"scifact+distractors-{args.distractors}" if args.distractors else "scifact"
+        for grid in [f"{corpus}-{args.max_docs}" if args.max_docs else corpus]:
             screened = run(grid, "screen", args.depth, root, args.max_docs)
             # --full-after-screen: in the screened run's home, the full grid reuses the screen's vectors and the
             # stored results and encodes the rest; its cache then holds every text a cold full grid encodes
