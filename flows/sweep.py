@@ -220,16 +220,15 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
     """Run (or resume) the sweep described by ``config_path``, then publish its report and artifacts (``fresh``:
     re-evaluate every config; ``workers``: where embedding shards run, by default a Dask scheduler named by
     ``RAGBENCH_DASK_ADDRESS`` when set, else here; ``budget``: a duration that overrides the file's ``budget:``)."""
-    handler = _attach_run_logs()
-    cfg, settings = load_config(config_path), Settings.from_env()
-    cfg = with_budget(cfg, budget or None)
-    own = workers is None and settings.dask_address is not None  # a deployment: the scheduler comes from the env
-    if own:
-        from ragbench.core.retry import check_server
+    handler, own = _attach_run_logs(), False
+    try:  # whatever fails, even the checks below, the handler is detached: it would outlive the run otherwise
+        cfg, settings = load_config(config_path), Settings.from_env()
+        cfg = with_budget(cfg, budget or None)
+        if workers is None and settings.dask_address is not None:  # a deployment: the scheduler comes from the env
+            from ragbench.core.retry import check_server
 
-        check_server(settings.dask_address, "Dask scheduler")  # seconds, one line, before any connect retries
-        workers = DaskWorkers(address=settings.dask_address)
-    try:
+            check_server(settings.dask_address, "Dask scheduler")  # seconds, one line, before any connect retries
+            workers, own = DaskWorkers(address=settings.dask_address), True
         result = run_sweep(cfg, settings, SweepOptions(runner=PrefectStageRunner(), home=home, fresh=fresh,
                                                     workers=workers))
         if publish:

@@ -251,11 +251,18 @@ def test_the_calibration_sample_is_encoded_with_its_document_prompt_once(tmp_pat
     assert all(t.startswith("passage: ") and not t.startswith("passage: passage: ") for t in encoded)
 
 
-def test_the_prefect_flows_budget_parameter_is_checked_before_anything_runs(tmp_path):
+def test_the_prefect_flows_budget_parameter_is_checked_before_anything_runs_and_the_flow_leaves_no_handler(
+        tmp_path):
     """A deployment's ``budget`` parameter is read as ``--budget`` is: a bad one is a one-line error, nothing
     stored (it was copied into the config unchecked, to fail later inside the flow)."""
+    import logging
+
+    from prefect.logging.handlers import APILogHandler
+
     from flows.sweep import sweep_flow
 
     with pytest.raises(ConfigError, match="^budget '8 hours' is not a duration; write e.g. 8h"):
         sweep_flow.fn(str(ROOT / "configs" / "demo.yaml"), home=str(tmp_path / "home"), budget="8 hours")
     assert not (tmp_path / "home" / "results.duckdb").exists()
+    # the flow's log handler left with it (it stayed on the ragbench logger, warning on every later log line)
+    assert not any(isinstance(h, APILogHandler) for h in logging.getLogger("ragbench").handlers)
