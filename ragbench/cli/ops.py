@@ -31,7 +31,6 @@ class Test(str, Enum):
     student = "student"
 
 
-
 def _promotion_table(rows, title: str) -> Table:
     """One promotion as a key/value table; several as a compact history."""
     def pv(p) -> str:

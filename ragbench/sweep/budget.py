@@ -12,7 +12,6 @@ after a refused one may still start. After each embedding the clock logs the sec
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import replace
@@ -28,7 +27,6 @@ from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate, stage_seconds
 from ragbench.sweep.graph import StageFns
 from ragbench.sweep.runner import NotRun
-
 
 
 class OverBudget(NotRun):
