@@ -13,10 +13,13 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
+from types import SimpleNamespace
 
 from rich.console import Console, ConsoleDimensions
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
 
 from ragbench.core.redact import RedactingFilter
 
@@ -85,13 +88,18 @@ def progress_enabled() -> bool:
     return _bars and sys.stderr.isatty()
 
 
-def progress_line(description: str, done: int, total: int, seconds: float) -> str:
+#: seconds left as the caller prices them (None: not known yet), for a stage whose items cost unlike amounts
+Eta = Callable[[], "float | None"]
+
+
+def progress_line(description: str, done: int, total: int, seconds: float, eta: Eta | None = None) -> str:
     """``progress: <description>: 40/100 (40 %), 2.5/s, ETA 24 s``: done of total, the mean rate since the
-    stage began (items per second) and the time left at that rate (``ETA ?`` before the first item)."""
+    stage began (items per second) and the time left: ``eta()`` when given (``ETA ?`` while it is None), else
+    the items left at the mean rate (``ETA ?`` before the first item)."""
     rate = done / seconds if seconds > 0 else 0.0
-    eta = f"ETA {_duration((total - done) / rate)}" if rate > 0 else "ETA ?"
-    return (f"progress: {description}: {done}/{total} ({100 * done / total:.0f} %), {rate:.3g}/s, {eta}, "
-            f"{_duration(seconds)} elapsed")
+    left = eta() if eta is not None else (total - done) / rate if rate > 0 else None
+    return (f"progress: {description}: {done}/{total} ({100 * done / total:.0f} %), {rate:.3g}/s, "
+            f"ETA {'?' if left is None else _duration(left)}, {_duration(seconds)} elapsed")
 
 
 def _duration(seconds: float) -> str:
@@ -106,8 +114,8 @@ class _Ticker:
     the stage ends (a stage shorter than that logs nothing). The thread runs in a copy of the caller's context,
     so a Prefect task's log handler knows which task run the lines belong to."""
 
-    def __init__(self, description: str, total: int):
-        self.description, self.total, self.done = description, total, 0
+    def __init__(self, description: str, total: int, eta: Eta | None = None):
+        self.description, self.total, self.done, self.eta = description, total, 0, eta
         self.start = time.monotonic()
         self._stop = threading.Event()
         ctx = contextvars.copy_context()
@@ -121,27 +129,40 @@ class _Ticker:
     def _loop(self) -> None:
         while not self._stop.wait(interval):
             log.info(progress_line(self.description, min(self.done, self.total), self.total,
-                                   time.monotonic() - self.start))
+                                   time.monotonic() - self.start, self.eta))
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
 
 
+class _TimeLeftColumn(TimeRemainingColumn):
+    """rich's time-remaining column, from the task's ``eta`` field when it has one (see :func:`progress`)."""
+
+    def render(self, task) -> Text:
+        eta = task.fields.get("eta")
+        if eta is None:
+            return super().render(task)
+        # the parent formats what it is given: the caller's seconds left in place of rich's rate-based guess
+        return super().render(SimpleNamespace(total=task.total, time_remaining=eta(), finished=False))
+
+
 _active: Progress | None = None  # one live display at a time: nested bars join it as extra rows
 
 
 @contextlib.contextmanager
-def progress(description: str, total: int):
+def progress(description: str, total: int, eta: Eta | None = None):
     """Yield ``advance(n)``; draws a bar on an interactive terminal, else logs a progress line every
     :data:`interval` seconds while the stage runs (:class:`_Ticker`). Bars opened inside another bar's block (a
-    stage inside the sweep) are shown as further rows of the same display."""
+    stage inside the sweep) are shown as further rows of the same display. ``eta``: the seconds left as the
+    caller prices them, for items of unlike cost (a sweep's configs: BM25 first, then those that wait for an
+    embedding), where the mean rate so far says little; without it, the items left at the mean rate."""
     global _active
     if not _bars or total <= 0:
         yield lambda n=1: None
         return
     if not progress_enabled():
-        ticker = _Ticker(description, total)
+        ticker = _Ticker(description, total, eta)
         try:
             yield ticker.advance
         finally:
@@ -150,10 +171,10 @@ def progress(description: str, total: int):
     owner = _active is None
     if owner:
         _active = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           TimeRemainingColumn(), console=console, transient=False)
+                           _TimeLeftColumn(), console=console, transient=False)
         _active.start()
     bar = _active
-    task = bar.add_task(description, total=total)
+    task = bar.add_task(description, total=total, eta=eta)
     try:
         yield lambda n=1: bar.advance(task, n)
     finally:

@@ -86,10 +86,12 @@ class StageClock:
         self.tokens = {(e.chunker, e.model): e.new_tokens for e in counts.embeds if e.chunker is not None}
         self.new_texts = {(e.chunker, e.model): e.new for e in counts.embeds if e.chunker is not None}
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
+        self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
         self.queries = counts.queries
         self.configs_left = counts.run
+        self.planned = counts.run > 0
         self._eval: list[float] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the progress thread reads what the stages' threads update
         self.refused = 0
 
     def keep(self, configs: list[RunConfig]) -> None:
@@ -114,10 +116,24 @@ class StageClock:
             raise OverBudget(what)
 
     def left_seconds(self) -> float:
-        """Estimated seconds of the planned work not yet done, at the rates measured so far."""
-        embeds = sum(stage_seconds("embed", 0, tokens, model, self.rates)
-                     for (_, model), tokens in self.pending.items())
-        return embeds + max(0, self.configs_left) * stage_seconds("evaluate", self.queries, 0, None, self.rates)
+        """Estimated seconds of the planned work not yet done, at the rates measured so far: each embedding to
+        come priced in full, one under way less the seconds it has run (never below 0), and the configs left."""
+        now = time.perf_counter()
+        with self._lock:
+            embeds = sum(max(0.0, stage_seconds("embed", 0, tokens, pair[1], self.rates)
+                             - (now - self.running[pair] if pair in self.running else 0.0))
+                         for pair, tokens in self.pending.items())
+            return embeds + max(0, self.configs_left) * stage_seconds("evaluate", self.queries, 0, None, self.rates)
+
+    def eta_seconds(self) -> float | None:
+        """The sweep's ETA (its progress line and bar): :meth:`left_seconds`, or None (``ETA ?``) while an
+        embedding still to run has a model with no rate yet (not calibrated, not yet measured in this sweep: its
+        encoding would read as free) or when there is no plan to price (it could not be estimated). The configs'
+        mean rate would say less: BM25 runs first and in seconds, the configs that wait for an embedding after."""
+        with self._lock:
+            unpriced = any(tokens and model not in self.rates.seconds_per_token
+                           for (_, model), tokens in self.pending.items())
+            return None if unpriced or not self.planned else self.left_seconds()
 
     def wrap(self, fns: StageFns) -> StageFns:
         """The graph's stage functions with the expensive ones timed (and gated when there is a budget)."""
@@ -144,7 +160,13 @@ class StageClock:
                       + stage_seconds("evaluate", self.queries, 0, None, self.rates))
             self._check(f"embedding {pair[0]} x {pair[1]}",
                         stage_seconds("embed", 0, tokens, emb.label, self.rates) + useful)
-            stats = fn(chunker_index, chunks, emb)
+            with self._lock:
+                self.running[pair] = time.perf_counter()
+            try:
+                stats = fn(chunker_index, chunks, emb)
+            finally:
+                with self._lock:
+                    self.running.pop(pair, None)
             with self._lock:
                 self.pending.pop(pair, None)
                 if stats.computed and stats.encode_seconds > 0 and tokens:

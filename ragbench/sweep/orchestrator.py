@@ -174,7 +174,7 @@ class _Sweep:
                                                      getattr(self, "started", None))
         outcomes += [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=plan.reused.get(c.config_id))
                      for c in configs if c.config_id in plan.stored]
-        with progress(f"sweep {cfg.name}: configs", len(todo)) as advance:
+        with progress(f"sweep {cfg.name}: configs", len(todo), eta=self.clock.eta_seconds) as advance:
             recorder.advance = advance
             outcomes += self._execute(todo, work, recorder)
 

@@ -30,7 +30,7 @@ from ragbench.evaluation.cost import COST_MEASURES
 from ragbench.results.completion import sweep_completion
 from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
-from ragbench.sweep import budget, calibrate
+from ragbench.sweep import budget, calibrate, orchestrator
 from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, learn_rate, load_calibration, weight_bytes
 from ragbench.sweep.estimate import MLFLOW_BYTES, RUNTIME_BYTES, SWEEP_PROCESS_BYTES
 
@@ -71,7 +71,15 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, mon
     assert cold["texts_to_embed"] > 0 and cold["total_seconds"] > 0
     assert {r["stage"] for r in cold["rows"]} >= {"chunk", "embed", "index", "evaluate"}
     assert cold["calibrations"]["static-retrieval-m2v"]["measured_by"] == "sample"
+    etas = []  # the sweep's progress takes its ETA from the plan's clock (BM25 runs first: the mean rate misleads)
+    real_progress = orchestrator.progress
+    monkeypatch.setattr(orchestrator, "progress", lambda description, total, eta=None: (
+        etas.append((description, total, eta() if eta is not None else None)) or real_progress(description, total,
+                                                                                               eta=eta)))
     result = run_sweep(cfg, settings)
+    [(description, total, eta)] = etas
+    assert (description, total) == ("sweep budgeted: configs", n)
+    assert 0 < eta <= cold["total_seconds"], (eta, cold["total_seconds"])
     assert result.n_failed == 0
     assert sum(s.computed for s in result.embed_stats) == cold["texts_to_embed"]  # what the sweep then embedded
     # the stage that encoded a sample's worth of new texts (fixed 128: 216; whole: 36) replaced the stored rate

@@ -131,6 +131,34 @@ def test_the_clock_forgets_the_work_of_the_pairs_the_screen_took_out():
     assert clock.left_seconds() == pytest.approx(10.0 + len(kept))
 
 
+def test_the_clocks_eta_counts_down_an_embedding_under_way_and_says_unknown_for_a_model_not_yet_timed():
+    import time
+    from types import SimpleNamespace
+
+    from ragbench.sweep.budget import StageClock
+
+    counts = WorkCounts(embeds=(EmbedWork("whole", "m", 10, 0, 10, 1_000), EmbedWork("whole", "u", 10, 0, 10, 500)),
+                        run=3)
+    rates = Rates(seconds_per_token={"m": 0.01}, seconds_per_config=1.0, seconds_per_query=0.0)
+    clock = StageClock(None, counts, rates, ["whole"])
+    assert clock.eta_seconds() is None  # model u has no rate: its 500 tokens are not free
+    assert clock.left_seconds() == pytest.approx(10.0 + 3)
+    assert StageClock(None, WorkCounts(), rates, ["whole"]).eta_seconds() is None  # no plan to price
+
+    seen = {}
+
+    def embed(chunker_index, chunks, emb):  # the embedding under way: its priced 10 s less what it has run
+        time.sleep(0.3)
+        seen["left"] = clock.left_seconds()
+        return SimpleNamespace(computed=10, encode_seconds=2.0)
+
+    m = SimpleNamespace(label="m")
+    clock.embed_documents(embed)(0, SimpleNamespace(height=10), m)
+    assert 13.0 - 0.3 - 1.0 < seen["left"] <= 13.0 - 0.3  # counted down while it ran
+    clock.rates = replace(clock.rates, seconds_per_token={**clock.rates.seconds_per_token, "u": 0.02})
+    assert clock.eta_seconds() == pytest.approx(10.0 + 3)  # m done; u's 500 tokens at 0.02 s, 3 configs at 1 s
+
+
 def test_an_embedding_starts_only_when_its_first_config_can_follow_it_within_the_budget():
     """95 s of encoding fits a 100 s budget; with its collection (1,000 vectors, 4 s) and one config (10 s) after it,
     it does not: the stage is refused, not started."""

@@ -66,6 +66,20 @@ def test_the_line_says_rate_and_time_left():
     assert prog.progress_line("embed m [document]", 250, 1000, 100.0) == (
         "progress: embed m [document]: 250/1000 (25 %), 2.5/s, ETA 5 min 00 s, 1 min 40 s elapsed")
     assert prog.progress_line("s", 0, 10, 31.0).endswith("0/10 (0 %), 0/s, ETA ?, 31 s elapsed")
+    # the caller's ETA when it gives one (a sweep's plan): not the items left at the mean rate; ? while unknown
+    assert prog.progress_line("sweep d: configs", 4, 20, 30.0, eta=lambda: 21.4) == (
+        "progress: sweep d: configs: 4/20 (20 %), 0.133/s, ETA 21 s, 30 s elapsed")
+    assert ", ETA ?, " in prog.progress_line("sweep d: configs", 4, 20, 30.0, eta=lambda: None)
+
+
+def test_a_stage_with_an_eta_logs_the_callers_seconds_left(lines):
+    left = iter(range(50, 0, -1))  # the caller's seconds left, asked once per line
+    with prog.progress("embed x", 20, eta=lambda: float(next(left))) as advance:
+        for _ in range(6):
+            time.sleep(0.1)
+            advance(1)
+    etas = [m.group(4) for line in lines if (m := LINE.fullmatch(line))]
+    assert len(etas) >= 2 and etas == [f"{50 - i} s" for i in range(len(etas))], lines
 
 
 def test_latency_is_the_median_of_repeated_timings_not_a_pause():
