@@ -8,16 +8,19 @@ primary measure):
   from the vector cache; no embedder for BM25), then :func:`ragbench.retrieval.retrieve` on that one query (first
   stage, fusion, rerank, small-to-big, filter). On a seeded sample of at most :data:`LATENCY_SAMPLE` queries, after
   :data:`LATENCY_WARMUP` untimed queries (model and index warm, as a serving process is); each sampled query's
-  retrieval is timed :data:`LATENCY_REPEATS` times and its median kept, so a pause of the machine (another
-  process, a garbage collection) during one call does not become that query's latency; percentiles over the
-  queries by numpy's default linear interpolation. A query's embedding time depends on the model only: it is measured once per model
-  and query in a sweep (``RetrievalResources.query_encodings``, by the first config that needs it) and added to
-  every config's retrieval time for that query. The query is encoded on one torch thread (:func:`one_thread`), as
-  a serving worker answering one query at a time would: on a machine whose cores are busy, two intra-op threads
-  encoding one 16-token query waited at each barrier for the other (about 500 ms against 15-80 ms on one thread,
-  measured on 2 shared cores), so the latency measured the machine's load and the sampling cost up to half a
-  minute per model. Machine-dependent: compare configs of one sweep, not sweeps of two
-  machines.
+  retrieval is timed once and that time kept when it is at most :data:`LATENCY_SLACK` times the median single
+  timing of the config's earlier sampled queries (at least :data:`LATENCY_BASELINE` of them), else timed until
+  :data:`LATENCY_REPEATS` timings and their median kept (:func:`query_ms`), so a pause of the machine (another
+  process, a garbage collection) during one call does not become that query's latency, while a common query costs
+  one retrieval (timing every query three times made the sampling a quarter of a cold sweep's own seconds);
+  percentiles over the queries by numpy's default linear interpolation. A query's embedding time depends on the
+  model only: it is measured once per model and query in a sweep (``RetrievalResources.query_encodings``, by the
+  first config that needs it) and added to every config's retrieval time for that query. The query is encoded on
+  one torch thread (:func:`one_thread`), as a serving worker answering one query at a time would: on a machine
+  whose cores are busy, two intra-op threads encoding one 16-token query waited at each barrier for the other
+  (about 500 ms against 15-80 ms on one thread, measured on 2 shared cores), so the latency measured the machine's
+  load and the sampling cost up to half a minute per model. Machine-dependent: compare configs of one sweep, not
+  sweeps of two machines.
 * ``index_bytes``: the index on disk: the bytes allocated to the Qdrant collection folder(s) of a dense or hybrid
   config (Qdrant Edge; NaN on a Qdrant server, which ragbench cannot measure), plus the bm25s index as
   ``bm25s.BM25.save`` writes it (score matrix, vocabulary, parameters) for a config that searches bm25s.
@@ -49,8 +52,12 @@ from ragbench.retrieval.bm25 import BM25Params, bm25_index
 
 LATENCY_SAMPLE = 50
 LATENCY_WARMUP = 1
-#: timed retrievals of each sampled query; its latency is their median
+#: timed retrievals of a sampled query whose first timing is not kept alone; its latency is their median
 LATENCY_REPEATS = 3
+#: a first timing is kept alone when it is at most this many times the median single timing of the config so far
+LATENCY_SLACK = 1.5
+#: single timings of a config before a first timing may be kept alone
+LATENCY_BASELINE = 5
 EMBED_SAMPLE = 32
 COST_MEASURES = ("latency_p50_ms", "latency_p95_ms", "index_bytes", "vector_bytes", "memory_bytes",
                  "embed_seconds")
@@ -70,7 +77,7 @@ def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample:
     emb = run_config.embedder
     encoded = res.query_encodings.setdefault(emb.spec_id, {}) if emb is not None else {}
     order = picked[:warmup] + picked  # the warm-up queries are asked again, timed
-    ms = []
+    ms, typical = [], []
     for i, qid in enumerate(order):
         one = replace(ds, queries=ds.queries.filter(ds.queries["query_id"] == qid))
         text, encode_ms, mine = texts[qid], 0.0, res
@@ -88,7 +95,7 @@ def serving_latency(run_config, ds: Dataset, res: RetrievalResources, *, sample:
         if i < warmup:
             retrieve(run_config, one, mine)
             continue
-        ms.append(encode_ms + median_ms(lambda: retrieve(run_config, one, mine), repeats))
+        ms.append(encode_ms + query_ms(lambda: retrieve(run_config, one, mine), typical, repeats))
     return {"latency_p50_ms": float(np.percentile(ms, 50)), "latency_p95_ms": float(np.percentile(ms, 95))}
 
 
@@ -106,6 +113,18 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def query_ms(call, typical: list[float], repeats: int) -> float:
+    """One sampled query's milliseconds: ``call()`` timed once, that time kept when ``typical`` (the config's first
+    timings so far; this one is added to it) holds at least :data:`LATENCY_BASELINE` and it is at most
+    :data:`LATENCY_SLACK` x their median; else the median of ``repeats`` timings, the first among them."""
+    first = median_ms(call, 1)
+    steady = len(typical) >= LATENCY_BASELINE and first <= LATENCY_SLACK * float(np.median(typical))
+    typical.append(first)
+    if steady or repeats <= 1:
+        return first
+    return float(np.median([first] + [median_ms(call, 1) for _ in range(repeats - 1)]))
 
 
 def median_ms(call, repeats: int) -> float:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ragbench.core import progress as prog
-from ragbench.evaluation.cost import median_ms
+from ragbench.evaluation.cost import LATENCY_BASELINE, median_ms, query_ms
 
 
 class _Lines(logging.Handler):
@@ -92,3 +92,27 @@ def test_latency_is_the_median_of_repeated_timings_not_a_pause():
     ms = median_ms(call, 3)
     assert len(calls) == 3 and ms < 100, ms
     assert median_ms(lambda: time.sleep(0.02), 1) >= 20
+
+
+def test_a_sampled_query_is_timed_once_when_steady_and_again_when_its_call_paused():
+    calls = []
+
+    def steady():
+        time.sleep(0.005)
+        calls.append(1)
+
+    typical: list[float] = []
+    for _ in range(LATENCY_BASELINE):  # the config's first queries: three timings each, their median
+        query_ms(steady, typical, 3)
+    assert len(calls) == 3 * LATENCY_BASELINE and len(typical) == LATENCY_BASELINE
+    calls.clear()
+    assert query_ms(steady, typical, 3) >= 5 and len(calls) == 1  # like the others: one retrieval
+
+    def paused_once():  # the machine pauses during this query's first call only
+        time.sleep(0.3 if not calls else 0.005)
+        calls.append(1)
+
+    calls.clear()
+    ms = query_ms(paused_once, typical, 3)
+    assert len(calls) == 3 and ms < 100, ms  # timed again: the pause is not its latency
+    assert len(typical) == LATENCY_BASELINE + 2
