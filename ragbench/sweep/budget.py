@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -88,9 +89,10 @@ class StageClock:
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
         self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
         self.queries = counts.queries
-        self.configs_left = counts.run
+        # configs to run by cost kind (:func:`cost_kind`); None: kind not known (:meth:`keep` tells)
+        self.configs_left: Counter[str | None] = Counter({None: counts.run})
         self.planned = counts.run > 0
-        self._eval: list[float] = []
+        self._eval: dict[str, list[float]] = {}  # measured seconds per config, by cost kind
         self._lock = threading.RLock()  # the progress thread reads what the stages' threads update
         self.refused = 0
 
@@ -99,7 +101,7 @@ class StageClock:
         pairs = {(c.chunker.label, c.embedder.label) for c in configs if c.embedder is not None}
         with self._lock:
             self.pending = {p: tokens for p, tokens in self.pending.items() if p in pairs}
-            self.configs_left = len(configs)
+            self.configs_left = Counter(cost_kind(c) for c in configs)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -123,7 +125,17 @@ class StageClock:
             embeds = sum(max(0.0, stage_seconds("embed", 0, tokens, pair[1], self.rates)
                              - (now - self.running[pair] if pair in self.running else 0.0))
                          for pair, tokens in self.pending.items())
-            return embeds + max(0, self.configs_left) * stage_seconds("evaluate", self.queries, 0, None, self.rates)
+            return embeds + sum(max(0, n) * self.config_seconds(kind) for kind, n in self.configs_left.items())
+
+    def config_seconds(self, kind: str | None) -> float:
+        """The seconds one config of cost ``kind`` is priced at: the mean of the configs of that kind measured in
+        this sweep, else of every config measured (a BM25 config costs less than one that samples a model's
+        query latency, or reranks), else the plan's rate."""
+        with self._lock:
+            measured = self._eval.get(kind) or [t for times in self._eval.values() for t in times]
+            if measured:
+                return sum(measured) / len(measured)
+            return stage_seconds("evaluate", self.queries, 0, None, self.rates)
 
     def eta_seconds(self) -> float | None:
         """The sweep's ETA (its progress line and bar): :meth:`left_seconds`, or None (``ETA ?``) while an
@@ -199,13 +211,13 @@ class StageClock:
 
     def evaluate(self, fn):
         def run(chunker_index, run_config, chunks, **kwargs):
-            self._check(f"config {run_config.labels.text}", stage_seconds("evaluate", self.queries, 0, None,
-                                                                          self.rates))
+            kind = cost_kind(run_config)
+            self._check(f"config {run_config.labels.text}", self.config_seconds(kind))
             t0 = time.perf_counter()
             try:
                 return fn(chunker_index, run_config, chunks, **kwargs)
             finally:
-                self._measured(time.perf_counter() - t0)
+                self._measured(kind, time.perf_counter() - t0)
         return run
 
     def record(self, fn):
@@ -215,20 +227,28 @@ class StageClock:
                 return fn(position, run_config, evaluated)
             finally:
                 with self._lock:  # recording is part of a config's cost
-                    if self._eval:
-                        self._eval[-1] += time.perf_counter() - t0
+                    if times := self._eval.get(cost_kind(run_config)):
+                        times[-1] += time.perf_counter() - t0
                         self._update_eval()
         return run
 
-    def _measured(self, seconds: float) -> None:
+    def _measured(self, kind: str, seconds: float) -> None:
         with self._lock:
-            self._eval.append(seconds)
-            self.configs_left -= 1
+            self._eval.setdefault(kind, []).append(seconds)
+            self.configs_left[kind if self.configs_left[kind] > 0 else None] -= 1
             self._update_eval()
 
     def _update_eval(self) -> None:
-        mean = sum(self._eval) / len(self._eval)
-        self.rates = replace(self.rates, seconds_per_config=mean, seconds_per_query=0.0)
+        times = [t for kind_times in self._eval.values() for t in kind_times]
+        self.rates = replace(self.rates, seconds_per_config=sum(times) / len(times), seconds_per_query=0.0)
+
+
+def cost_kind(run_config: RunConfig) -> str:
+    """What a config's evaluation costs like: its retriever kind, with a reranker or a query rewrite named (a BM25
+    config answers in milliseconds; a dense one also samples its model's query latency; a reranked one scores every
+    candidate with a cross-encoder)."""
+    r = run_config.retriever
+    return r.kind + (" + rerank" if r.rerank else "") + (" + rewrite" if r.rewrite else "")
 
 
 def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: float | None = None,
@@ -259,6 +279,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
         log.warning("plan: could not be estimated (%s)", e)
         counts, rates = WorkCounts(), Rates()
     clock = StageClock(budget_s, counts, rates, labels, started, home)
+    clock.keep(plan.todo)  # each config priced by its kind once one of the kind is measured
     if budget_s is None:
         return clock, plan.todo
     pairs = {(e.chunker, e.model): encode_seconds(e.model, e.new_tokens, rates) for e in counts.embeds}

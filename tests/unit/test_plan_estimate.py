@@ -185,6 +185,37 @@ def test_an_embedding_starts_only_when_its_first_config_can_follow_it_within_the
     assert started == ["m"]
 
 
+def test_a_config_is_priced_by_the_configs_of_its_kind_measured_so_far():
+    """BM25 configs run first and take milliseconds; a dense config is priced by the dense configs measured, not by
+    the BM25 mean (the ETA and the budget's gate both read it)."""
+    import time
+
+    from ragbench.sweep.budget import OverBudget, StageClock, cost_kind
+
+    cfg = load_config(ROOT / "configs" / "demo.yaml")
+    bm25 = [c for c in cfg.expand() if c.retriever.kind == "bm25"][:3]
+    dense = [c for c in cfg.expand() if c.retriever.kind == "dense"][:3]
+    assert len(bm25) == len(dense) == 3 and cost_kind(bm25[0]) != cost_kind(dense[0])
+    clock = StageClock(None, WorkCounts(run=6), Rates(seconds_per_config=5.0, seconds_per_query=0.0), [])
+    clock.keep(bm25 + dense)
+    assert clock.left_seconds() == pytest.approx(6 * 5.0)  # nothing measured: the plan's rate for each
+    evaluate = clock.evaluate(lambda chunker_index, run_config, chunks: time.sleep(
+        0.3 if run_config.retriever.kind == "dense" else 0.0))
+    for c in bm25[:2]:
+        evaluate(0, c, None)
+    bm25_mean = clock.config_seconds(cost_kind(bm25[0]))
+    assert bm25_mean < 0.05 and clock.config_seconds(cost_kind(dense[0])) == pytest.approx(bm25_mean)  # none yet
+    evaluate(0, dense[0], None)
+    dense_mean = clock.config_seconds(cost_kind(dense[0]))
+    assert 0.3 <= dense_mean < 0.5
+    assert clock.left_seconds() == pytest.approx(bm25_mean + 2 * dense_mean, rel=0.05)
+    # a budget that a BM25 config still fits in but a dense one does not
+    clock.budget_s = clock.elapsed() + 0.2
+    clock.evaluate(lambda *a: None)(0, bm25[2], None)
+    with pytest.raises(OverBudget, match="config "):
+        clock.evaluate(lambda *a: None)(0, dense[1], None)
+
+
 @pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("120s", 120), ("1h30m", 5400),
                                           ("2.5m", 150), (45, 45.0)])
 def test_durations(text, seconds):
