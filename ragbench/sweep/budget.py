@@ -128,9 +128,9 @@ class StageClock:
             return embeds + sum(max(0, n) * self.config_seconds(kind) for kind, n in self.configs_left.items())
 
     def config_seconds(self, kind: str | None) -> float:
-        """The seconds one config of cost ``kind`` is priced at: the mean of the configs of that kind measured in
-        this sweep, else of every config measured (a BM25 config costs less than one that samples a model's
-        query latency, or reranks), else the plan's rate."""
+        """The seconds one config of cost ``kind`` is priced at (None: a config of any kind): the mean of the
+        configs of that kind measured in this sweep, else of every config measured (a BM25 config costs less than
+        one that samples a model's query latency, or reranks), else the plan's rate."""
         with self._lock:
             measured = self._eval.get(kind) or [t for times in self._eval.values() for t in times]
             if measured:
@@ -168,8 +168,7 @@ class StageClock:
             tokens = self.tokens.get(pair, 0)
             # priced with its collection and its pair's first config: an embedding that ends in time but leaves no
             # config of its pair evaluated spends the night's seconds on nothing the morning can read
-            useful = (stage_seconds("index", chunks.height, 0, None, self.rates)
-                      + stage_seconds("evaluate", self.queries, 0, None, self.rates))
+            useful = stage_seconds("index", chunks.height, 0, None, self.rates) + self.config_seconds(None)
             self._check(f"embedding {pair[0]} x {pair[1]}",
                         stage_seconds("embed", 0, tokens, emb.label, self.rates) + useful)
             with self._lock:
@@ -229,18 +228,12 @@ class StageClock:
                 with self._lock:  # recording is part of a config's cost
                     if times := self._eval.get(cost_kind(run_config)):
                         times[-1] += time.perf_counter() - t0
-                        self._update_eval()
         return run
 
     def _measured(self, kind: str, seconds: float) -> None:
         with self._lock:
             self._eval.setdefault(kind, []).append(seconds)
             self.configs_left[kind if self.configs_left[kind] > 0 else None] -= 1
-            self._update_eval()
-
-    def _update_eval(self) -> None:
-        times = [t for kind_times in self._eval.values() for t in kind_times]
-        self.rates = replace(self.rates, seconds_per_config=sum(times) / len(times), seconds_per_query=0.0)
 
 
 def cost_kind(run_config: RunConfig) -> str:
