@@ -43,6 +43,7 @@ from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
 from ragbench.data.holdout import HELDOUT_PREFIX
 from ragbench.evaluation.measures import RANK_MEASURES, UNJUDGED, Measure
+from ragbench.evaluation.measures.base import RankedBatch
 from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
 
 
@@ -110,24 +111,36 @@ def evaluate_per_query(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: li
     if dup.height:
         raise ValueError(f"document {dup['doc_id'][0]!r} is ranked twice for query {dup['query_id'][0]!r}; map a "
                          "chunk run to documents with ragbench.evaluation.judging.document_run first")
-    labels: dict[str, dict[str, int]] = {}
-    for q, d, r in qrels.select("query_id", "doc_id", "relevance").iter_rows():
-        labels.setdefault(q, {})[d] = r
-    ranked: dict[str, list[str]] = {q: [] for q in query_ids}
-    for q, docs in doc_run.sort(["query_id", "rank"]).group_by("query_id", maintain_order=True).agg("doc_id")\
-            .iter_rows():
-        ranked[q] = docs
-    rows_q, rows_m, rows_v = [], [], []
-    for q in query_ids:
-        judged = labels.get(q, {})
-        n_rel = sum(1 for r in judged.values() if r > 0)
-        gains = np.array([judged.get(d, UNJUDGED) for d in ranked.get(q, [])], dtype=np.float64)
-        ideal = np.array(list(judged.values()), dtype=np.float64)
-        for m in measures:
-            rows_q.append(q)
-            rows_m.append(str(m))
-            rows_v.append(m.compute(gains, ideal, n_rel))
-    return pl.DataFrame({"query_id": rows_q, "measure": rows_m, "value": rows_v}, schema=PER_QUERY_SCHEMA)
+    batch = ranked_batch(doc_run, qrels, query_ids, max((m.k for m in measures), default=0))
+    values = np.stack([m.compute(batch) for m in measures], axis=1) if measures else np.empty((len(query_ids), 0))
+    return pl.DataFrame({"query_id": [q for q in query_ids for _ in measures],
+                         "measure": [str(m) for m in measures] * len(query_ids), "value": values.ravel()},
+                        schema=PER_QUERY_SCHEMA)
+
+
+def ranked_batch(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str], depth: int) -> RankedBatch:
+    """The judged rankings of ``query_ids`` (rows in that order) as matrices ``depth`` wide: each ranked document's
+    label from ``qrels`` (:data:`UNJUDGED` when it has none; a query's last qrel row of a document counts), in the
+    order of ``doc_run``'s ``rank``, and each query's judged labels, highest first."""
+    row = pl.DataFrame({"query_id": query_ids, "_row": np.arange(len(query_ids))},
+                       schema={"query_id": pl.String, "_row": pl.Int64})
+    judged = qrels.select(pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String),
+                          pl.col("relevance").cast(pl.Int64))\
+        .unique(["query_id", "doc_id"], keep="last", maintain_order=True).join(row, on="query_id")
+    ranked = doc_run.select(pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String), "rank")\
+        .join(row, on="query_id").sort("_row", "rank")\
+        .with_columns(pl.int_range(pl.len()).over("_row").alias("_pos")).filter(pl.col("_pos") < depth)\
+        .join(judged.drop("_row"), on=["query_id", "doc_id"], how="left", maintain_order="left")
+    labels = np.full((len(query_ids), depth), UNJUDGED, dtype=np.int64)
+    labels[ranked["_row"].to_numpy(), ranked["_pos"].to_numpy()] = ranked["relevance"].fill_null(UNJUDGED).to_numpy()
+    judged = judged.sort("_row", "relevance", descending=[False, True])\
+        .with_columns(pl.int_range(pl.len()).over("_row").alias("_pos"))
+    n_judged = np.bincount(judged["_row"].to_numpy(), minlength=len(query_ids))
+    ideal = np.full((len(query_ids), max(int(n_judged.max(initial=0)), 1)), UNJUDGED, dtype=np.int64)
+    ideal[judged["_row"].to_numpy(), judged["_pos"].to_numpy()] = judged["relevance"].to_numpy()
+    relevant = judged.filter(pl.col("relevance") > 0)["_row"].to_numpy()
+    return RankedBatch(labels=labels, lengths=np.bincount(ranked["_row"].to_numpy(), minlength=len(query_ids)),
+                       ideal=ideal, n_judged=n_judged, n_relevant=np.bincount(relevant, minlength=len(query_ids)))
 
 
 def aggregate(per_query: pl.DataFrame) -> pl.DataFrame:

@@ -7,13 +7,17 @@ not relevant, so they are a lower bound. It is never a primary measure and never
 (:data:`COVERAGE_MEASURES`); reports show it beside the primary (:mod:`ragbench.reporting.label_coverage`).
 """
 
-from ragbench.evaluation.measures.base import UNJUDGED, rank_measure
+import numpy as np
+
+from ragbench.evaluation.measures.base import UNJUDGED, RankedBatch, rank_measure
 
 #: rank measures that describe the labels rather than the ranking: not a primary, not in any comparison, not
 #: computed on chunks
 COVERAGE_MEASURES = ("judged",)
 
 
-@rank_measure("judged", version=1)
-def judged(top, ideal, n_relevant: int, k: int, gain: str) -> float:
-    return float((top != UNJUDGED).sum()) / len(top) if len(top) else 0.0
+@rank_measure("judged", version=1, batched=True)
+def judged(batch: RankedBatch, k: int, gain: str) -> np.ndarray:
+    ranked = batch.top_lengths(k)  # positions past a query's last document are UNJUDGED: never counted
+    counted = (batch.top(k) != UNJUDGED).sum(axis=1)
+    return np.where(ranked > 0, counted / np.maximum(ranked, 1), 0.0)

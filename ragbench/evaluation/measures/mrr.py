@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from ragbench.evaluation.measures.base import rank_measure
+from ragbench.evaluation.measures.base import RankedBatch, rank_measure
 
 
-@rank_measure("mrr", version=1)
-def mrr(top, ideal, n_relevant: int, k: int, gain: str) -> float:
-    first = np.flatnonzero(top > 0)
-    return 1.0 / (first[0] + 1) if len(first) else 0.0
+@rank_measure("mrr", version=1, batched=True)
+def mrr(batch: RankedBatch, k: int, gain: str) -> np.ndarray:
+    relevant = batch.top(k) > 0
+    return np.where(relevant.any(axis=1), 1.0 / (relevant.argmax(axis=1) + 1), 0.0)

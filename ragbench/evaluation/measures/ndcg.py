@@ -8,13 +8,13 @@ binary labels.
 
 import numpy as np
 
+from ragbench.evaluation.measures.base import RankedBatch, rank_measure, row_sums
 from ragbench.evaluation.measures.base import gain as gain_of
-from ragbench.evaluation.measures.base import rank_measure
 
 
-@rank_measure("ndcg", version=1)
-def ndcg(top, ideal, n_relevant: int, k: int, gain: str) -> float:
-    discounts = 1.0 / np.log2(np.arange(2, len(top) + 2))
-    best = np.sort(ideal)[::-1][:k]
-    idcg = float((gain_of(best, gain) / np.log2(np.arange(2, len(best) + 2))).sum())
-    return float((gain_of(top, gain) * discounts).sum()) / idcg if idcg > 0 else 0.0
+@rank_measure("ndcg", version=1, batched=True)
+def ndcg(batch: RankedBatch, k: int, gain: str) -> np.ndarray:
+    top, best = batch.top(k), batch.ideal[:, :k]
+    dcg = row_sums(gain_of(top, gain) * (1.0 / np.log2(np.arange(2, top.shape[1] + 2))), batch.top_lengths(k))
+    idcg = row_sums(gain_of(best, gain) / np.log2(np.arange(2, best.shape[1] + 2)), np.minimum(batch.n_judged, k))
+    return np.where(idcg > 0, dcg / idcg, 0.0)

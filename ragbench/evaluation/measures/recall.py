@@ -1,8 +1,10 @@
 """``recall@k`` = |relevant in top k| / |relevant|."""
 
-from ragbench.evaluation.measures.base import rank_measure
+import numpy as np
+
+from ragbench.evaluation.measures.base import RankedBatch, rank_measure
 
 
-@rank_measure("recall", version=1)
-def recall(top, ideal, n_relevant: int, k: int, gain: str) -> float:
-    return float((top > 0).sum()) / n_relevant
+@rank_measure("recall", version=1, batched=True)
+def recall(batch: RankedBatch, k: int, gain: str) -> np.ndarray:
+    return (batch.top(k) > 0).sum(axis=1) / batch.n_relevant
