@@ -121,7 +121,8 @@ def evaluate_per_query(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: li
 def ranked_batch(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str], depth: int) -> RankedBatch:
     """The judged rankings of ``query_ids`` (rows in that order) as matrices ``depth`` wide: each ranked document's
     label from ``qrels`` (:data:`UNJUDGED` when it has none; a query's last qrel row of a document counts), in the
-    order of ``doc_run``'s ``rank``, and each query's judged labels, highest first."""
+    order of ``doc_run``'s ``rank``, and each query's judged labels, highest first (the first ``depth`` of them as a
+    matrix too)."""
     row = pl.DataFrame({"query_id": query_ids, "_row": np.arange(len(query_ids))},
                        schema={"query_id": pl.String, "_row": pl.Int64})
     judged = qrels.select(pl.col("query_id").cast(pl.String), pl.col("doc_id").cast(pl.String),
@@ -135,12 +136,14 @@ def ranked_batch(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str
     labels[ranked["_row"].to_numpy(), ranked["_pos"].to_numpy()] = ranked["relevance"].fill_null(UNJUDGED).to_numpy()
     judged = judged.sort("_row", "relevance", descending=[False, True])\
         .with_columns(pl.int_range(pl.len()).over("_row").alias("_pos"))
-    n_judged = np.bincount(judged["_row"].to_numpy(), minlength=len(query_ids))
-    ideal = np.full((len(query_ids), max(int(n_judged.max(initial=0)), 1)), UNJUDGED, dtype=np.int64)
-    ideal[judged["_row"].to_numpy(), judged["_pos"].to_numpy()] = judged["relevance"].to_numpy()
-    relevant = judged.filter(pl.col("relevance") > 0)["_row"].to_numpy()
+    rows, positions, flat = (judged[c].to_numpy() for c in ("_row", "_pos", "relevance"))
+    n_judged = np.bincount(rows, minlength=len(query_ids))
+    top = positions < depth  # no measure reads past the deepest cutoff
+    ideal = np.full((len(query_ids), max(min(int(n_judged.max(initial=0)), depth), 1)), UNJUDGED, dtype=np.int64)
+    ideal[rows[top], positions[top]] = flat[top]
     return RankedBatch(labels=labels, lengths=np.bincount(ranked["_row"].to_numpy(), minlength=len(query_ids)),
-                       ideal=ideal, n_judged=n_judged, n_relevant=np.bincount(relevant, minlength=len(query_ids)))
+                       ideal=ideal, n_judged=n_judged, n_relevant=np.bincount(rows[flat > 0], minlength=len(query_ids)),
+                       judged=flat, judged_start=np.concatenate(([0], np.cumsum(n_judged)[:-1])).astype(np.int64))
 
 
 def aggregate(per_query: pl.DataFrame) -> pl.DataFrame:

@@ -112,9 +112,11 @@ def test_a_measure_written_for_one_query_gets_each_labelled_query_alone():
 
     try:
         run = pl.DataFrame({"query_id": ["a", "a", "a", "b"], "rank": [1, 2, 3, 1], "doc_id": ["x", "y", "z", "x"]})
-        qrels = pl.DataFrame({"query_id": ["a", "a", "b"], "doc_id": ["y", "w", "x"], "relevance": [2, 0, 0]})
+        qrels = pl.DataFrame({"query_id": ["a", "a", "a", "b"], "doc_id": ["y", "w", "v", "x"],
+                              "relevance": [2, 0, 1, 0]})
         out = evaluate_per_query(run, qrels, ["a", "b"], [Measure("one_at_a_time", 2)])
     finally:
         RANK_MEASURES.pop("one_at_a_time")
-    assert seen == [([UNJUDGED, 2], [2, 0], 1)]  # b has no relevant label: NaN, never called
+    # all of a's judged labels (more than the cutoff), highest first; b has no relevant label: NaN, never called
+    assert seen == [([UNJUDGED, 2], [2, 1, 0], 2)]
     assert out["value"][0] == 2.0 and math.isnan(out["value"][1])

@@ -97,14 +97,18 @@ class RankedBatch:
 
     ``labels``: the labels of each query's ranked documents, best first, :data:`UNJUDGED` for an unjudged document
     and for every position after the query's last one; ``lengths``: how many documents each query ranked (up to
-    the matrix's width); ``ideal``: every judged label of the query sorted descending, :data:`UNJUDGED` after the
-    last; ``n_judged``, ``n_relevant``: judged labels, and those > 0, per query."""
+    the matrix's width, the deepest cutoff); ``ideal``: the query's highest judged labels, descending, as many as
+    the deepest cutoff, :data:`UNJUDGED` after the last; ``n_judged``, ``n_relevant``: judged labels, and those
+    > 0, per query; ``judged``, ``judged_start``: every judged label, query after query (each highest first),
+    and where each query's begin (a query may have far more judged documents than any cutoff)."""
 
     labels: np.ndarray
     lengths: np.ndarray
     ideal: np.ndarray
     n_judged: np.ndarray
     n_relevant: np.ndarray
+    judged: np.ndarray
+    judged_start: np.ndarray
 
     def top(self, k: int) -> np.ndarray:
         """The labels of the first ``k`` positions (UNJUDGED where a query ranked fewer)."""
@@ -115,8 +119,10 @@ class RankedBatch:
         return np.minimum(self.lengths, k)
 
     def one_query(self, i: int, k: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """``(top, ideal, n_relevant)`` of query ``i`` as a one-query measure takes them."""
-        return self.labels[i, :min(k, int(self.lengths[i]))], self.ideal[i, :int(self.n_judged[i])], \
+        """``(top, ideal, n_relevant)`` of query ``i`` as a one-query measure takes them (``ideal``: all its judged
+        labels)."""
+        start = int(self.judged_start[i])
+        return self.labels[i, :min(k, int(self.lengths[i]))], self.judged[start:start + int(self.n_judged[i])], \
             int(self.n_relevant[i])
 
 
