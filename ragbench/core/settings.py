@@ -20,6 +20,12 @@ from pathlib import Path
 DEFAULT_HOME = Path(".ragbench")
 
 
+def default_tools_dir() -> Path:
+    """``~/.cache/ragbench/tools``, with ``~`` expanded: a relative ``~`` would be a folder of that name in the
+    working directory."""
+    return Path.home() / ".cache" / "ragbench" / "tools"
+
+
 def _flag(value: str | None, default: bool) -> bool:
     return default if value is None else value.strip().lower() not in ("0", "false", "no", "off", "")
 
@@ -53,7 +59,7 @@ class Settings:
     #: vectors per cache segment written while embedding
     embed_segment_rows: int = 512
     #: tools cache: the llama-server build and GGUF models
-    tools_dir: Path = Path("~/.cache/ragbench/tools")
+    tools_dir: Path = field(default_factory=default_tools_dir)
     #: an explicit llama-server binary
     llama_server: Path | None = None
     #: the default local LLM (a registry name or a .gguf path)
@@ -94,7 +100,7 @@ class Settings:
             allow_download=env.get("RAGBENCH_ALLOW_DOWNLOAD") == "1",
             min_free_bytes=int(env.get("RAGBENCH_MIN_FREE_BYTES", 200 * 1024 * 1024)),
             embed_segment_rows=int(env.get("RAGBENCH_EMBED_SEGMENT_ROWS", 512)),
-            tools_dir=Path(tools).expanduser() if tools else Path.home() / ".cache" / "ragbench" / "tools",
+            tools_dir=Path(tools).expanduser() if tools else default_tools_dir(),
             llama_server=Path(env["RAGBENCH_LLAMA_SERVER"]).expanduser() if env.get("RAGBENCH_LLAMA_SERVER")
             else None,
             llm_model=env.get("RAGBENCH_LLM_MODEL") or None,

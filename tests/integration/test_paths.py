@@ -118,6 +118,22 @@ def test_hostile_sweep_names_write_nothing_outside_the_home(tmp_path, monkeypatc
     assert all(is_slug(sid, MAX_SLUG + 30) for sid in stored)
 
 
+def test_a_library_sweep_with_mlflow_writes_nothing_in_the_working_folder(tmp_path, monkeypatch):
+    """``Settings(home=...)`` built in code (not from the environment) keeps its tools folder (the MLflow store
+    template) under the user's cache, never in a folder literally named ``~`` in the working directory."""
+    from ragbench import load_config, run_sweep
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    cfg = _config(tmp_path / "sweep.yaml", "library", "output: {mlflow: true}")
+    monkeypatch.chdir(work)
+    settings = Settings(home=home)
+    assert settings.tools_dir.is_absolute() and settings.tools_dir.is_relative_to(Path.home())
+    result = run_sweep(load_config(cfg), settings.replace(mlflow_tracking_uri=None, qdrant_url=None))
+    assert [o.status for o in result.outcomes] == ["finished"] and (home / "mlflow.db").is_file()
+    assert _walk(work, home) == set(), "the sweep wrote into the working folder"
+
+
 def test_a_stored_sweep_id_that_climbs_out_stays_inside_where_a_path_is_built(tmp_path):
     """Ids stored before they were slugs: the report folder takes the id's slug, the spool refuses it."""
     from ragbench.results.spool import Spool
