@@ -52,16 +52,41 @@ def rss_bytes() -> int:
     return resident * os.sysconf("SC_PAGE_SIZE")
 
 
-def memory_limit_bytes() -> int | None:
-    """The memory this process may use, in bytes: Dask's own reading (``distributed.system.memory_limit``), the
-    smallest of the machine's memory, the cgroup's limits (v1 and v2: a container's or a batch job's) and the RSS
-    rlimit; None when it cannot be read."""
-    try:
-        from distributed.system import memory_limit
+#: the cgroup files holding a memory limit, v1 and v2, hard and soft (the files Dask's ``memory_limit`` reads)
+CGROUP_MEMORY_FILES = ("memory/memory.limit_in_bytes", "memory/memory.soft_limit_in_bytes", "memory.max",
+                       "memory.high", "memory.low")
 
-        return int(memory_limit())
+
+def memory_limit_bytes(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The memory this process may use, in bytes: the smallest of the machine's memory (``psutil``), every positive
+    limit in the cgroup files under ``cgroup_root`` (:data:`CGROUP_MEMORY_FILES`: a container's or a batch job's;
+    ``max`` means none) and the RSS rlimit; None when the machine's memory cannot be read.
+
+    The reading of ``distributed.system.memory_limit``, which sizes Dask's workers, done here because importing
+    ``distributed`` for it took 0.8 s of every plan."""
+    try:
+        import psutil
+
+        limit = int(psutil.virtual_memory().total)
     except Exception:  # the plan informs; a missing reading only drops the warning
         return None
+    if sys.platform == "linux":
+        for name in CGROUP_MEMORY_FILES:
+            try:
+                value = int((Path(cgroup_root) / name).read_text())
+            except (OSError, ValueError):
+                continue
+            if value > 0:
+                limit = min(limit, value)
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_RSS)[1]
+        if 0 < hard < limit:
+            limit = hard
+    except (ImportError, OSError, ValueError):
+        pass
+    return limit
 
 
 def files_bytes(folder: Path) -> int:

@@ -1,4 +1,4 @@
-"""Retry policy, disk-space guard and nested progress bars."""
+"""Retry policy, disk-space guard, the memory limit the plan checks against, and nested progress bars."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from ragbench.config import EmbedderSpec
 from ragbench.core import progress as progress_mod
 from ragbench.core.cache import VectorCache
-from ragbench.core.resources import ResourceError, ensure_disk_space
+from ragbench.core.resources import ResourceError, ensure_disk_space, memory_limit_bytes
 from ragbench.core.retry import call_with_retries, is_transient
 from ragbench.core.settings import Settings
 from ragbench.embedding.embed import embed_texts
@@ -55,3 +55,24 @@ def test_nested_progress_bars_share_one_live_display(monkeypatch):
         outer(2)
         assert len(live.tasks) == 1  # the inner row is removed when its stage ends
     assert progress_mod._active is None
+
+
+def test_the_memory_limit_is_read_as_dask_reads_it():
+    """The plan's memory limit equals the reading that sizes Dask's workers on this machine, and a cgroup file
+    under a given root lowers it (a container's limit), while ``max`` and non-positive values do not."""
+    from distributed.system import memory_limit
+
+    assert memory_limit_bytes() == memory_limit()
+
+
+def test_a_cgroup_limit_lowers_the_memory_limit(tmp_path):
+    import psutil
+
+    total = psutil.virtual_memory().total
+    (tmp_path / "memory.max").write_text("max\n")
+    (tmp_path / "memory.low").write_text("0\n")
+    assert memory_limit_bytes(tmp_path) == memory_limit_bytes(tmp_path / "absent")  # no limit: the machine's
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text(f"{total // 4}\n")  # cgroups v1
+    (tmp_path / "memory.high").write_text(f"{total // 2}\n")  # v2 soft: the smaller of the two wins
+    assert memory_limit_bytes(tmp_path) == total // 4
