@@ -58,14 +58,14 @@ def test_nested_progress_bars_share_one_live_display(monkeypatch):
 
 
 def test_the_memory_limit_is_read_as_dask_reads_it():
-    """The plan's memory limit equals the reading that sizes Dask's workers on this machine, and a cgroup file
-    under a given root lowers it (a container's limit), while ``max`` and non-positive values do not."""
+    """The plan's memory limit equals the reading that sizes Dask's workers, on this machine."""
     from distributed.system import memory_limit
 
     assert memory_limit_bytes() == memory_limit()
 
 
 def test_a_cgroup_limit_lowers_the_memory_limit(tmp_path):
+    """A cgroup file under the given root lowers the limit (a container's), ``max`` and non-positive values do not."""
     import psutil
 
     total = psutil.virtual_memory().total
