@@ -10,15 +10,15 @@ dense exact, plus BM25 per chunker, on SciFact's test split (300 queries; read f
 * ``--distractors N``: a larger corpus, SciFact plus seeded distractor abstracts up to N documents (sentences
   re-drawn from the whole corpus, as ``benchmarks/scale.py`` builds them; queries and labels unchanged).
 
-The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth) and in full. For each run:
-passages encoded per model (distinct document texts in the home's vector cache: what the run sent to the model),
-the winner on the primary measure and the configs tied with it (paired randomization test, Holm), seconds.
-Checks: the screened winner is the full grid's winner or tied with it. Target: the transformers' encoded
+The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth; ``--margin``: its margin) and
+in full. For each run: passages encoded per model (distinct document texts in the home's vector cache: what the run
+sent to the model), the winner on the primary measure and the configs tied with it (paired randomization test,
+Holm), seconds. Checks: the screened winner is the full grid's winner or tied with it. Target: the transformers' encoded
 passages of the screened run at most 40 % of the full grid's (a static model's, with ``--models
 all-MiniLM-L6-v2,static-retrieval-m2v``, are counted apart: it costs no transformer pass and its vectors pool the
 screen).
 
-    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--models A,B] [--keep DIR]
+    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--margin 0.02] [--models A,B] [--keep DIR]
     python benchmarks/screen.py --pool-only [--depth 3] [--distractors 20000]   # the pool only, no transformer
 """
 
@@ -46,7 +46,7 @@ retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 metrics: {{cutoffs: [1, 5, 10, 100], primary: ndcg@10}}
 ann_fidelity: {{enabled: false}}
 output: {{mlflow: false}}
-search: {{strategy: {strategy}, depth: {depth}}}
+search: {{strategy: {strategy}, depth: {depth}, margin: {margin}}}
 """
 
 
@@ -59,7 +59,8 @@ def encoded(home: Path, cfg) -> dict[str, int]:
     return {e.label: len(cache.known(model_key(e), "document")) for e in cfg.embedders}
 
 
-def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None, home: Path | None = None) -> dict:
+def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None, home: Path | None = None,
+        margin: float = 0.0) -> dict:
     """One sweep of the grid in its own fresh home (``home``: another run's, to continue from its caches and
     results) and what it encoded, chose and screened out."""
     from ragbench.config import load_config
@@ -71,7 +72,7 @@ def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None, 
     home = home or root / f"{grid}-{strategy}"
     path = root / f"{grid}-{strategy}.yaml"
     path.write_text(SWEEP.format(grid=grid, path=CORPUS, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy=strategy,
-                                 depth=depth, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
+                                 depth=depth, margin=margin, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
     cfg = load_config(path)
     settings = Settings.from_env(home=home).replace(mlflow_tracking_uri=None, qdrant_url=None, qdrant_api_key=None)
     t0 = time.perf_counter()
@@ -101,7 +102,7 @@ def pool_only(depth: int, root: Path, max_docs: int | None) -> str:
 
     path = root / "pool.yaml"
     path.write_text(SWEEP.format(grid="pool", path=CORPUS, chunkers=CHUNKERS, embedders=EMBEDDERS, strategy="screen",
-                                 depth=depth, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
+                                 depth=depth, margin=0, max_docs=f", max_docs: {max_docs}" if max_docs else ""))
     cfg = load_config(path)
     settings = Settings.from_env(home=root / "pool").replace(mlflow_tracking_uri=None, qdrant_url=None,
                                                              qdrant_api_key=None)
@@ -156,6 +157,8 @@ def main() -> int:
     ap.add_argument("--distractors", type=int, help="SciFact plus seeded distractor abstracts up to this many "
                                                      "documents (a larger corpus; labels unchanged)")
     ap.add_argument("--depth", type=int, default=3, help="search.depth of the screened sweep")
+    ap.add_argument("--margin", type=float, default=0.0,
+                    help="search.margin of the screened sweep (the smallest gain worth a full embed; default 0)")
     ap.add_argument("--models", default=",".join(MODELS),
                     help="the sweep's embedders, comma-separated (default: %(default)s)")
     ap.add_argument("--full-after-screen", action="store_true",
@@ -183,7 +186,7 @@ def main() -> int:
             return 0
         corpus = f"scifact+distractors-{args.distractors}" if args.distractors else "scifact"
         for grid in [f"{corpus}-{args.max_docs}" if args.max_docs else corpus]:
-            screened = run(grid, "screen", args.depth, root, args.max_docs)
+            screened = run(grid, "screen", args.depth, root, args.max_docs, margin=args.margin)
             # --full-after-screen: in the screened run's home, the full grid reuses the screen's vectors and the
             # stored results and encodes the rest; its cache then holds every text a cold full grid encodes
             full = run(grid, "grid", args.depth, root, args.max_docs,

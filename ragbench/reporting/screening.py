@@ -1,6 +1,6 @@
 """The "Screening" section of a screened sweep's report (``search: {strategy: screen}``): each chunker x model pair's
 score on the pooled sub-corpus, its difference from the screen's leader, the paired test's p-value and its
-Holm-adjusted one, and whether it was kept (embedded and evaluated in full) or screened out. Every format renders
+Holm-adjusted one (against the leader + the screen's margin when it has one), and whether it was kept (embedded and evaluated in full) or screened out. Every format renders
 :func:`screening_rows` and :func:`screening_sentence`; a sweep without a screen has no section."""
 
 from __future__ import annotations
@@ -38,10 +38,19 @@ def screening_sentence(table: pl.DataFrame | None) -> str | None:
         return None
     r = table.row(0, named=True)
     out = int((~table["kept"]).sum())
+    margin = _margin(r)
+    rule = (f"significantly short of the leader + {margin:g} (they cannot beat it by {margin:g}: paired "
+            f"randomization test of their scores less {margin:g}" if margin else
+            "significantly worse than the leader (paired randomization test")
     return (f"Screening: {table.height} chunker x model pairs were first evaluated on a pooled sub-corpus of "
             f"{r['n_docs']:,} documents ({r['n_chunks']:,} chunks over the chunkers) with {r['n_queries']} queries; "
-            f"{out} pair(s) significantly worse than the leader (paired randomization test, Holm, α = {r['alpha']:g})"
-            f" were not embedded in full (their configs: NOT RUN, screened out).")
+            f"{out} pair(s) {rule}, Holm, α = {r['alpha']:g}) were not embedded in full (their configs: NOT RUN, "
+            f"screened out).")
+
+
+def _margin(row: dict) -> float:
+    """The screen's margin (NULL in files written before it: 0)."""
+    return row.get("margin") or 0.0
 
 
 def screening_json(table: pl.DataFrame | None) -> dict | None:
@@ -53,4 +62,4 @@ def screening_json(table: pl.DataFrame | None) -> dict | None:
               "p": p["p"], "p_holm": p["p_holm"], "kept": p["kept"], "leader": p["leader"]}
              for p in table.iter_rows(named=True)]
     return {"documents": r["n_docs"], "chunks": r["n_chunks"], "queries": r["n_queries"], "alpha": r["alpha"],
-            "pairs": pairs}
+            "margin": _margin(r), "pairs": pairs}

@@ -71,6 +71,7 @@ ALTER TABLE configs ADD COLUMN IF NOT EXISTS n_without_evidence INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
+ALTER TABLE screening ADD COLUMN IF NOT EXISTS margin DOUBLE;
 """
 
 def _key_sql(column: str) -> str:

@@ -11,7 +11,9 @@ judged like the sweep judges (the primary measure per query).
 The decision (:func:`screen_pairs`): the leader is the pair with the best mean; every other pair is compared with
 it by the project's paired randomization test on the same queries, Holm-adjusted across the pairs. A pair whose
 adjusted p-value is below ``alpha`` and whose mean is lower is screened out: its configs are recorded with status
-``screened_out`` (not failed; a later sweep without the screen evaluates them). BM25 configs always run. When the
+``screened_out`` (not failed; a later sweep without the screen evaluates them). With ``search.margin`` m > 0 the
+test is of the pair's values less m against the leader's (an indifference zone): a pair is screened out when it
+significantly falls short of the leader + m, i.e. it cannot beat the leader by m or more. BM25 configs always run. When the
 screen cannot be computed (e.g. a primary measure the screen cannot measure) it is logged and every pair runs.
 """
 
@@ -75,18 +77,21 @@ class Screen:
     leader: Pair
     n_docs: int
     n_chunks: int
+    margin: float = 0.0
 
     def reason(self, pair: Pair) -> str:
         """The stored error of a screened-out config: :data:`SCREENED_OUT` and the evidence."""
         s, lead = self.pairs[pair], self.pairs[self.leader]
-        return (f"{SCREENED_OUT} (Δ {s.delta:+.3f}, p {s.p:.3g}, Holm p {s.p_holm:.3g} vs {lead.label}; "
+        versus = f"{lead.label} + {self.margin:g}" if self.margin else lead.label
+        return (f"{SCREENED_OUT} (Δ {s.delta:+.3f}, p {s.p:.3g}, Holm p {s.p_holm:.3g} vs {versus}; "
                 f"screen of {self.n_docs} documents, {self.n_chunks} chunks)")
 
     def table(self, n_queries: int, alpha: float) -> pl.DataFrame:
         """One row per pair, as the ``screening`` table stores it (:mod:`ragbench.results.store_screening`)."""
         rows = [{"chunker": s.chunker, "model": s.model, "mean": s.mean, "delta": s.delta, "p": s.p,
                  "p_holm": s.p_holm, "kept": s.kept, "leader": pair == self.leader, "n_docs": self.n_docs,
-                 "n_chunks": self.n_chunks, "n_queries": n_queries, "alpha": alpha} for pair, s in self.pairs.items()]
+                 "n_chunks": self.n_chunks, "n_queries": n_queries, "alpha": alpha, "margin": self.margin}
+                for pair, s in self.pairs.items()]
         return pl.DataFrame(rows, schema=SCREENING_COLUMNS)
 
     def summary(self) -> str:
@@ -107,22 +112,26 @@ def pool_documents(judged, runs, depth: int) -> set[str]:
 
 
 def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, str]], alpha: float,
-                 seed: int = 0, shallow: frozenset = frozenset()) -> tuple[dict[Pair, PairScreen], Pair]:
+                 seed: int = 0, shallow: frozenset = frozenset(),
+                 margin: float = 0.0) -> tuple[dict[Pair, PairScreen], Pair]:
     """The decision on per-query ``values`` (one array per pair, aligned by query, NaN = unlabelled).
 
     The rule: the leader is the best mean (ties: the first pair); each other pair gets the paired randomization
     test against the leader (:func:`~ragbench.evaluation.paired_tests.paired_randomization_test`, resamples for a
-    Holm family of that size), the p-values are Holm-adjusted across the pairs, and a pair is kept unless its
-    adjusted p is below ``alpha`` and its mean lower than the leader's. A ``shallow`` pair (its run named fewer
-    documents than the primary's cutoff for some query: the report would not compare it) is neither leader nor
-    tested: it is kept."""
+    Holm family of that size) of its values less ``margin`` (m), the p-values are Holm-adjusted across the pairs,
+    and a pair is kept unless its adjusted p is below ``alpha`` and its difference from the leader
+    (Δ = its mean − the leader's) is below m. m = 0: screened out = significantly worse than the leader; m > 0 (an
+    indifference zone, H0: Δ = m): also a pair that significantly falls short of beating the leader by m — a tie
+    with the leader goes, and the sweep's winner is within m of the best pair on the screen. A ``shallow`` pair
+    (its run named fewer documents than the primary's cutoff for some query: the report would not compare it) is
+    neither leader nor tested: it is kept."""
     means = {p: float(np.nanmean(v)) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
     ranked = [p for p in means if p not in shallow] or list(means)
     leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
     others = [p for p in ranked if p != leader]
     resamples = required_resamples(max(len(others), 1), alpha)
     name = {p: pair_label(*labels[p]) for p in values}
-    tests = {p: paired_randomization_test(values[p], values[leader], n_resamples=resamples,
+    tests = {p: paired_randomization_test(values[p] - margin, values[leader], n_resamples=resamples,
                                           seed=pair_seed(seed, name[p], name[leader])) for p in others}
     adjusted = holm_correction({p: t.p_value for p, t in tests.items()})
     out = {}
@@ -130,11 +139,12 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
         if p == leader:
             out[p] = PairScreen(*labels[p], means[p], None, None, None, True)
             continue
+        delta = means[p] - means[leader]
         if p not in tests:  # shallow: not compared
-            out[p] = PairScreen(*labels[p], means[p], means[p] - means[leader], None, None, True)
+            out[p] = PairScreen(*labels[p], means[p], delta, None, None, True)
             continue
-        worse = means[p] < means[leader] and adjusted[p] == adjusted[p] and adjusted[p] < alpha
-        out[p] = PairScreen(*labels[p], means[p], means[p] - means[leader], tests[p].p_value, adjusted[p], not worse)
+        short = delta < margin and adjusted[p] == adjusted[p] and adjusted[p] < alpha
+        out[p] = PairScreen(*labels[p], means[p], delta, tests[p].p_value, adjusted[p], not short)
     return out, leader
 
 
@@ -280,8 +290,9 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Scr
         values[(i, spec_id)] = np.array([got.get(q, np.nan) for q in qids], dtype=float)
         if cutoff is not None and _fewest_documents(run, qids) < cutoff:
             shallow.add((i, spec_id))
-    decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow))
-    return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub))
+    decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow),
+                                   margin=cfg.search.margin)
+    return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub), cfg.search.margin)
 
 
 def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:

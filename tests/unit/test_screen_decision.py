@@ -108,3 +108,38 @@ def test_the_screen_ranks_past_its_depth_until_the_cutoff_names_enough_documents
     assert ranked_chunks(row, 2, doc_of, documents=5).tolist() == list(range(12))  # fewer documents than asked
     tied = np.array([0.5, 0.9, 0.5, 0.5])  # ties: the earlier position first
     assert ranked_chunks(tied, 3, np.array(["x", "y", "z", "w"])).tolist() == [1, 0, 2]
+
+
+def test_a_margin_screens_out_the_pairs_that_cannot_beat_the_leader_by_it():
+    values = _values()
+    tied = (1, "m")  # within 0.01 of the leader on every query: kept without a margin
+    assert screen_pairs(values, LABELS, alpha=0.05)[0][tied].kept
+    decided, leader = screen_pairs(values, LABELS, alpha=0.05, margin=0.05)
+    assert leader == (0, "m") and not decided[tied].kept and not decided[(0, "s")].kept
+    # the test is of the pair's values less the margin against the leader's, Holm-adjusted as without one
+    n = required_resamples(3, 0.05)
+    raw = {p: paired_randomization_test(values[p] - 0.05, values[leader], n_resamples=n,
+                                        seed=pair_seed(0, " | ".join(LABELS[p]), " | ".join(LABELS[leader]))).p_value
+           for p in values if p != leader}
+    for p, adjusted in holm_correction(raw).items():
+        assert decided[p].p == raw[p] and decided[p].p_holm == adjusted
+    assert abs(decided[tied].delta - float(np.mean(values[tied] - values[leader]))) < 1e-12  # Δ stays unshifted
+    # a margin the screen's evidence cannot resolve (0.015 above a noisy tie on 40 queries) keeps the pair
+    noisy = dict(values)
+    noise = np.random.default_rng(7).normal(0, 0.1, 40)
+    noisy[tied] = values[leader] + noise - noise.mean() - 0.005  # Δ −0.005, per-query spread 0.1
+    assert screen_pairs(noisy, LABELS, alpha=0.05, margin=0.015)[0][tied].kept
+
+
+def test_the_margin_is_said_in_the_reason_the_section_and_the_json():
+    from ragbench.reporting.screening import screening_json, screening_sentence
+
+    decided, leader = screen_pairs(_values(), LABELS, alpha=0.05, margin=0.05)
+    screen = Screen(decided, leader, 120, 480, margin=0.05)
+    assert "vs fixed | minilm + 0.05;" in screen.reason((1, "m"))
+    table = screen.table(40, 0.05)
+    assert "short of the leader + 0.05 (they cannot beat it by 0.05" in screening_sentence(table)
+    assert screening_json(table)["margin"] == 0.05
+    old = table.with_columns(pl.lit(None, dtype=pl.Float64).alias("margin"))  # a file from before the margin
+    assert "significantly worse than the leader" in screening_sentence(old) and screening_json(old)["margin"] == 0
+    assert "vs fixed | minilm;" in Screen(decided, leader, 120, 480).reason((0, "s"))
