@@ -13,8 +13,8 @@ it by the project's paired randomization test on the same queries, Holm-adjusted
 adjusted p-value is below ``alpha`` and whose mean is lower is screened out: its configs are recorded with status
 ``screened_out`` (not failed; a later sweep without the screen evaluates them). With ``search.margin`` m > 0 the
 test is of the pair's values less m against the leader's (an indifference zone): a pair is screened out when it
-significantly falls short of the leader + m, i.e. it cannot beat the leader by m or more. BM25 configs always run. When the
-screen cannot be computed (e.g. a primary measure the screen cannot measure) it is logged and every pair runs.
+significantly falls short of the leader + m, i.e. it cannot beat the leader by m or more. BM25 configs always run.
+When the screen cannot be computed (e.g. a primary measure the screen cannot measure) it is logged and every pair runs.
 """
 
 from __future__ import annotations
