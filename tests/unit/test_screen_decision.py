@@ -143,3 +143,22 @@ def test_the_margin_is_said_in_the_reason_the_section_and_the_json():
     old = table.with_columns(pl.lit(None, dtype=pl.Float64).alias("margin"))  # a file from before the margin
     assert "significantly worse than the leader" in screening_sentence(old) and screening_json(old)["margin"] == 0
     assert "vs fixed | minilm;" in Screen(decided, leader, 120, 480).reason((0, "s"))
+
+
+def test_a_results_file_from_before_the_margin_gains_the_column_and_reads_as_no_margin(tmp_path):
+    import duckdb
+
+    from ragbench.reporting.screening import screening_json, screening_sentence
+    from ragbench.results.store import ResultStore
+
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as con:  # the screening table as files wrote it before the margin
+        con.execute("CREATE TABLE screening (sweep_id VARCHAR, chunker VARCHAR, model VARCHAR, mean DOUBLE, "
+                    "delta DOUBLE, p DOUBLE, p_holm DOUBLE, kept BOOLEAN, leader BOOLEAN, n_docs BIGINT, "
+                    "n_chunks BIGINT, n_queries BIGINT, alpha DOUBLE)")
+        con.execute("INSERT INTO screening VALUES ('s1', 'whole', 'm', 0.7, NULL, NULL, NULL, true, true, 10, 20, "
+                    "30, 0.05)")
+    table = ResultStore(path).screening("s1")
+    assert table["margin"].to_list() == [None] and table["mean"].to_list() == [0.7]
+    assert "significantly worse than the leader" in screening_sentence(table)
+    assert screening_json(table)["margin"] == 0
