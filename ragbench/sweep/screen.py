@@ -13,7 +13,8 @@ it by the project's paired randomization test on the same queries, Holm-adjusted
 adjusted p-value is below ``alpha`` and whose mean is lower is screened out: its configs are recorded with status
 ``screened_out`` (not failed; a later sweep without the screen evaluates them). With ``search.margin`` m > 0 the
 test is of the pair's values less m against the leader's (an indifference zone): a pair is screened out when it
-significantly falls short of the leader + m, i.e. it cannot beat the leader by m or more. BM25 configs always run.
+significantly falls short of the leader + m, i.e. it cannot beat the leader by m or more; the leader is then the
+cheapest pair (fewest chunks to embed in full) whose mean is within m of the best. BM25 configs always run.
 When the screen cannot be computed (e.g. a primary measure the screen cannot measure) it is logged and every pair runs.
 """
 
@@ -112,8 +113,8 @@ def pool_documents(judged, runs, depth: int) -> set[str]:
 
 
 def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, str]], alpha: float,
-                 seed: int = 0, shallow: frozenset = frozenset(),
-                 margin: float = 0.0) -> tuple[dict[Pair, PairScreen], Pair]:
+                 seed: int = 0, shallow: frozenset = frozenset(), margin: float = 0.0,
+                 costs: dict[Pair, float] | None = None) -> tuple[dict[Pair, PairScreen], Pair]:
     """The decision on per-query ``values`` (one array per pair, aligned by query, NaN = unlabelled).
 
     The rule: the leader is the best mean (ties: the first pair); each other pair gets the paired randomization
@@ -122,12 +123,18 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     and a pair is kept unless its adjusted p is below ``alpha`` and its difference from the leader
     (Δ = its mean − the leader's) is below m. m = 0: screened out = significantly worse than the leader; m > 0 (an
     indifference zone, H0: Δ = m): also a pair that significantly falls short of beating the leader by m — a tie
-    with the leader goes, and the sweep's winner is within m of the best pair on the screen. A ``shallow`` pair
-    (its run named fewer documents than the primary's cutoff for some query: the report would not compare it) is
-    neither leader nor tested: it is kept."""
+    with the leader goes, and the sweep's winner is within m of the best pair on the screen. With ``costs`` (what
+    each pair's full embed costs: the passages it encodes) the leader is the cheapest pair whose mean is within m of
+    the best mean (ties: the better mean; m = 0: the best mean), so that of a group of pairs the screen cannot tell
+    apart by m the cheapest one is embedded in full; the best-mean pair is then tested against it like the others.
+    A ``shallow`` pair (its run named fewer documents than the primary's cutoff for some query: the report would
+    not compare it) is neither leader nor tested: it is kept."""
     means = {p: float(np.nanmean(v)) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
     ranked = [p for p in means if p not in shallow] or list(means)
     leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
+    if costs is not None:
+        near = [p for p in ranked if means[p] >= means[leader] - margin]
+        leader = min(near, key=lambda p: (costs[p], -means[p], ranked.index(p)))
     others = [p for p in ranked if p != leader]
     resamples = required_resamples(max(len(others), 1), alpha)
     name = {p: pair_label(*labels[p]) for p in values}
@@ -239,12 +246,14 @@ class ScreenEncoder:
 
 @dataclass(frozen=True)
 class Pool:
-    """The screen's pooled sub-corpus: the tuning part of the dataset, the pooled document ids, and each chunker's
-    chunks of those documents (in the sweep's chunker order)."""
+    """The screen's pooled sub-corpus: the tuning part of the dataset, the pooled document ids, each chunker's
+    chunks of those documents (in the sweep's chunker order), and each chunker's chunk count over the whole corpus
+    (what a pair's full embed encodes)."""
 
     tuning: object
     doc_ids: frozenset[str]
     chunks: tuple[pl.DataFrame, ...]
+    full_chunks: tuple[int, ...]
 
 
 def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
@@ -266,7 +275,7 @@ def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
             runs.append(document_run(_dense_run(encoder, tuning, ch_chunks, emb, 2 * depth)))
     pool = pool_documents(tuning.qrels["doc_id"].to_list(), runs, depth)
     keep = pl.col("doc_id").is_in(pl.Series(sorted(pool), dtype=pl.String).implode())
-    return Pool(tuning, frozenset(pool), tuple(c.filter(keep) for c in chunks))
+    return Pool(tuning, frozenset(pool), tuple(c.filter(keep) for c in chunks), tuple(c.height for c in chunks))
 
 
 def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Screen:
@@ -290,8 +299,9 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Scr
         values[(i, spec_id)] = np.array([got.get(q, np.nan) for q in qids], dtype=float)
         if cutoff is not None and _fewest_documents(run, qids) < cutoff:
             shallow.add((i, spec_id))
+    costs = {(i, spec_id): pool.full_chunks[i] for (i, spec_id) in pairs}
     decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow),
-                                   margin=cfg.search.margin)
+                                   margin=cfg.search.margin, costs=costs)
     return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub), cfg.search.margin)
 
 

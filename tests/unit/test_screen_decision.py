@@ -162,3 +162,20 @@ def test_a_results_file_from_before_the_margin_gains_the_column_and_reads_as_no_
     assert table["margin"].to_list() == [None] and table["mean"].to_list() == [0.7]
     assert "significantly worse than the leader" in screening_sentence(table)
     assert screening_json(table)["margin"] == 0
+
+
+def test_with_a_margin_and_costs_the_cheapest_pair_within_it_leads_and_the_dearer_tie_goes():
+    values = _values()
+    values[(1, "m")] = values[(0, "m")] - 0.005  # within the margin of the best, and cheaper
+    costs = {(0, "m"): 100, (1, "m"): 10, (0, "s"): 1, (1, "s"): 50}  # (0, "s") is cheapest but 0.3 worse
+    decided, leader = screen_pairs(values, LABELS, alpha=0.05, margin=0.05, costs=costs)
+    assert leader == (1, "m") and decided[leader].kept
+    best = decided[(0, "m")]  # the best mean, tested against the cheaper leader + 0.05 like any other pair
+    assert best.delta > 0 and not best.kept and not decided[(0, "s")].kept
+    n = required_resamples(3, 0.05)
+    raw = paired_randomization_test(values[(0, "m")] - 0.05, values[leader], n_resamples=n,
+                                    seed=pair_seed(0, "fixed | minilm", "whole | minilm")).p_value
+    assert best.p == raw
+    # without a margin, or without costs, the leader is the best mean
+    assert screen_pairs(values, LABELS, alpha=0.05, costs=costs)[1] == (0, "m")
+    assert screen_pairs(values, LABELS, alpha=0.05, margin=0.05)[1] == (0, "m")
