@@ -123,7 +123,7 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     and a pair is kept unless its adjusted p is below ``alpha`` and its difference from the leader
     (Δ = its mean − the leader's) is below m. m = 0: screened out = significantly worse than the leader; m > 0 (an
     indifference zone, H0: Δ = m): also a pair that significantly falls short of beating the leader by m — a tie
-    with the leader goes, and the sweep's winner is within m of the best pair on the screen. With ``costs`` (what
+    with the leader goes, and on the screen's evidence no pair screened out beats the leader by m. With ``costs`` (what
     each pair's full embed costs: the passages it encodes) the leader is the cheapest pair whose mean is within m of
     the best mean (ties: the better mean; m = 0: the best mean), so that of a group of pairs the screen cannot tell
     apart by m the cheapest one is embedded in full; the best-mean pair is then tested against it like the others.
