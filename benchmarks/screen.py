@@ -18,7 +18,8 @@ passages of the screened run at most 40 % of the full grid's (a static model's, 
 all-MiniLM-L6-v2,static-retrieval-m2v``, are counted apart: it costs no transformer pass and its vectors pool the
 screen).
 
-    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--margin 0.02] [--models A,B] [--keep DIR]
+    python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--margin 0.02] [--models A,B] [--chunkers LIST]
+                                [--distractors 8000] [--full-after-screen] [--keep DIR]
     python benchmarks/screen.py --pool-only [--depth 3] [--distractors 20000]   # the pool only, no transformer
 """
 
@@ -151,6 +152,7 @@ def transformer_share(screened: dict, full: dict) -> float:
 
 
 def main() -> int:
+    global EMBEDDERS, CORPUS, CHUNKERS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-docs", type=int, help="judged documents plus seeded distractors up to this many "
                                                   "(default: the whole corpus)")
@@ -159,6 +161,8 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=3, help="search.depth of the screened sweep")
     ap.add_argument("--margin", type=float, default=0.0,
                     help="search.margin of the screened sweep (the smallest gain worth a full embed; default 0)")
+    ap.add_argument("--chunkers", default=CHUNKERS,
+                    help="the sweep's chunkers, a YAML list (default: %(default)s)")
     ap.add_argument("--models", default=",".join(MODELS),
                     help="the sweep's embedders, comma-separated (default: %(default)s)")
     ap.add_argument("--full-after-screen", action="store_true",
@@ -167,7 +171,7 @@ def main() -> int:
     ap.add_argument("--pool-only", action="store_true", help="only size the screen's pool (no transformer pass)")
     ap.add_argument("--keep", type=Path, help="keep the homes here (default: a temporary folder, removed)")
     args = ap.parse_args()
-    global EMBEDDERS, CORPUS
+    CHUNKERS = args.chunkers
     EMBEDDERS = ", ".join(f"{{model: {m.strip()}}}" for m in args.models.split(","))
     if not (SCIFACT / "corpus.jsonl").is_file():
         print(f"SciFact not found at {SCIFACT}", file=sys.stderr)
