@@ -52,7 +52,8 @@ class SearchSpec(Spec):
     alpha: float = Field(0.05, gt=0, lt=1, description="a pair is screened out when its Holm-adjusted p-value "
                                                        "against the leader is below this and its mean is lower")
     margin: float = Field(0.0, ge=0, description="the smallest gain in the primary measure worth a full embed: "
-                                                 "the leader is the cheapest pair (fewest chunks) within this of "
+                                                 "the leader is the cheapest pair (estimated seconds of its full "
+                                                 "embed) within this of "
                                                  "the best screen score, and a pair is also screened out when it "
                                                  "significantly falls short of the leader + margin (it cannot beat "
                                                  "it by this much; ties go). 0: only pairs significantly worse")

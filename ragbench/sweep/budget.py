@@ -86,6 +86,7 @@ class StageClock:
         self.started = time.perf_counter() if started is None else started
         self.tokens = {(e.chunker, e.model): e.new_tokens for e in counts.embeds if e.chunker is not None}
         self.new_texts = {(e.chunker, e.model): e.new for e in counts.embeds if e.chunker is not None}
+        self.screen_tokens = {(e.chunker, e.model): e.new_tokens for e in counts.screen}  # pooled texts
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
         self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
         self.queries = counts.queries

@@ -14,7 +14,8 @@ adjusted p-value is below ``alpha`` and whose mean is lower is screened out: its
 ``screened_out`` (not failed; a later sweep without the screen evaluates them). With ``search.margin`` m > 0 the
 test is of the pair's values less m against the leader's (an indifference zone): a pair is screened out when it
 significantly falls short of the leader + m, i.e. it cannot beat the leader by m or more; the leader is then the
-cheapest pair (fewest chunks to embed in full) whose mean is within m of the best. BM25 configs always run.
+cheapest pair (:func:`pair_costs`: the estimated seconds of what its full embed leaves to encode) whose mean is
+within m of the best. BM25 configs always run.
 When the screen cannot be computed (e.g. a primary measure the screen cannot measure) it is logged and every pair runs.
 """
 
@@ -124,7 +125,7 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     (Δ = its mean − the leader's) is below m. m = 0: screened out = significantly worse than the leader; m > 0 (an
     indifference zone, H0: Δ = m): also a pair that significantly falls short of beating the leader by m — a tie
     with the leader goes, and on the screen's evidence no pair screened out beats the leader by m. With ``costs`` (what
-    each pair's full embed costs: the passages it encodes) the leader is the cheapest pair whose mean is within m of
+    each pair's full embed costs, :func:`pair_costs`) the leader is the cheapest pair whose mean is within m of
     the best mean (ties: the better mean; m = 0: the best mean), so that of a group of pairs the screen cannot tell
     apart by m the cheapest one is embedded in full; the best-mean pair is then tested against it like the others.
     A ``shallow`` pair (its run named fewer documents than the primary's cutoff for some query: the report would
@@ -155,12 +156,13 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     return out, leader
 
 
-def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool) -> tuple[list[RunConfig], list]:
+def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool,
+                   tokens: PairTokens | None = None) -> tuple[list[RunConfig], list]:
     """The screened sweep's first step: the configs of ``todo`` still to run and the outcomes of those screened
-    out (recorded by ``recorder`` as ``screened_out``), the pairs screened on ``pool`` (:func:`screen_pool_of`).
-    The screen's encodings join ``work.embed_stats``."""
+    out (recorded by ``recorder`` as ``screened_out``), the pairs screened on ``pool`` (:func:`screen_pool_of`),
+    each priced from ``tokens`` (:func:`pair_costs`). The screen's encodings join ``work.embed_stats``."""
     try:
-        screen = run_screen(cfg, work, _pairs(cfg), pool)
+        screen = run_screen(cfg, work, _pairs(cfg), pool, tokens)
     except Exception as e:  # the screen saves work; it never stops a sweep
         log.warning("screen: could not be computed (%s): every pair runs in full", e)
         return todo, []
@@ -188,7 +190,8 @@ def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
     clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool)
     outcomes = []
     if pool is not None:  # None: no screen, or its pool could not be cut
-        todo, outcomes = options.runner.run("screen pairs", screen_configs, cfg, ds, work, todo, recorder, pool)
+        todo, outcomes = options.runner.run("screen pairs", screen_configs, cfg, ds, work, todo, recorder, pool,
+                                            PairTokens.of(clock))
     clock.keep(todo)
     return clock, todo, outcomes
 
@@ -256,6 +259,49 @@ class Pool:
     full_chunks: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class PairTokens:
+    """The plan's count of what each pair will encode, keyed by (chunker label, model label): ``full``, the tokens
+    its full embed leaves new after the screen; ``pool``, the tokens of its pooled texts the screen encodes; and
+    ``seconds_per_token``, each model's stored rate on this machine (calibrated or learned by an earlier sweep;
+    a model without one is absent)."""
+
+    full: dict[tuple[str, str], int]
+    pool: dict[tuple[str, str], int]
+    seconds_per_token: dict[str, float]
+
+    @classmethod
+    def of(cls, clock) -> PairTokens:
+        """From the sweep's :class:`~ragbench.sweep.budget.StageClock` (the plan it priced)."""
+        return cls(dict(clock.tokens), dict(clock.screen_tokens), dict(clock.rates.seconds_per_token))
+
+
+def pair_costs(cfg, pairs, pool: Pool, tokens: PairTokens | None,
+               pool_seconds: dict[Pair, float]) -> tuple[dict[Pair, float], str]:
+    """What each pair's full embed costs, and in what unit (``"seconds"`` or ``"chunks"``).
+
+    ``cost(chunker, model) = seconds_per_token(model) x full tokens(chunker, model)``, the plan's convention
+    (:func:`~ragbench.sweep.estimate.encode_seconds`), so a larger model's pair costs more than a smaller one's over
+    the same chunks and a pair whose vectors are cached costs nothing. A model's rate is the one the screen just
+    measured, ``sum of its pairs' pool_seconds / sum of their pool tokens`` (this corpus, this machine, now), else
+    its stored rate. When there is no plan (``tokens`` None or empty) or some model with tokens to encode has neither, every pair is priced by its
+    chunker's chunk count over the whole corpus instead (one unit for all)."""
+    by_spec = {e.spec_id: e for e in cfg.embedders}
+    key = {(i, spec_id): (cfg.chunkers[i].label, by_spec[spec_id].label) for (i, spec_id) in pairs}
+    chunks = {(i, spec_id): float(pool.full_chunks[i]) for (i, spec_id) in pairs}
+    if tokens is None or not tokens.full:  # no plan (it could not be estimated)
+        return chunks, "chunks"
+    rates = dict(tokens.seconds_per_token)
+    for model in {m for _, m in key.values()}:
+        mine = [p for p in pairs if key[p][1] == model]
+        seconds, pooled = sum(pool_seconds.get(p, 0.0) for p in mine), sum(tokens.pool.get(key[p], 0) for p in mine)
+        if seconds > 0 and pooled > 0:
+            rates[model] = seconds / pooled
+    if any(key[p][1] not in rates and tokens.full.get(key[p], 0) for p in pairs):
+        return chunks, "chunks"
+    return {p: rates.get(key[p][1], 0.0) * tokens.full.get(key[p], 0) for p in pairs}, "seconds"
+
+
 def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
     """The screen's pool (:func:`pool_documents` of the tuning queries' judged documents and each cheap
     retriever's top ``search.depth`` documents). Cheap = no transformer: BM25 over each chunker's chunks, and every
@@ -272,14 +318,15 @@ def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
         hits = BM25Index(BM25Retriever(), index_texts(ch_chunks)).search(tuning.queries["text"].to_list(), 2 * depth)
         runs.append(document_run(run_from_hits(qids, ch_chunks, hits.ids, hits.scores)))
         for emb in static:
-            runs.append(document_run(_dense_run(encoder, tuning, ch_chunks, emb, 2 * depth)))
+            runs.append(document_run(_dense_run(encoder, tuning, ch_chunks, emb, 2 * depth)[0]))
     pool = pool_documents(tuning.qrels["doc_id"].to_list(), runs, depth)
     keep = pl.col("doc_id").is_in(pl.Series(sorted(pool), dtype=pl.String).implode())
     return Pool(tuning, frozenset(pool), tuple(c.filter(keep) for c in chunks), tuple(c.height for c in chunks))
 
 
-def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Screen:
-    """Evaluate every pair on the ``pool`` (:func:`screen_pool`) and decide (:func:`screen_pairs`)."""
+def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool, tokens: PairTokens | None = None) -> Screen:
+    """Evaluate every pair on the ``pool`` (:func:`screen_pool`) and decide (:func:`screen_pairs`, each pair priced
+    by :func:`pair_costs`)."""
     tuning, sub = pool.tuning, pool.chunks
     qids = tuning.queries["query_id"].to_list()
     primary = measure_key(cfg.metrics.primary)
@@ -287,10 +334,10 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Scr
     # chunks fetched per query: the deepest dense search of the sweep's retrievers
     search_depth = max([d.depth for r in cfg.retrievers if (d := r.dense_search()) is not None]
                        or [max(cfg.metrics.cutoffs)])
-    values, shallow, cutoff = {}, set(), document_cutoff(primary)
+    values, shallow, cutoff, seconds = {}, set(), document_cutoff(primary), {}
     encoder = ScreenEncoder.of(work)
     for (i, spec_id) in pairs:
-        run = _dense_run(encoder, tuning, sub[i], by_spec[spec_id], search_depth, cutoff)
+        run, seconds[(i, spec_id)] = _dense_run(encoder, tuning, sub[i], by_spec[spec_id], search_depth, cutoff)
         per_query = evaluate_stage(tuning, run, work.measures, chunks=sub[i], metrics_spec=cfg.metrics)
         per_query = per_query.with_columns(measure_key_expr(pl.col("measure"))).filter(pl.col("measure") == primary)
         if per_query.is_empty():
@@ -299,7 +346,9 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool) -> Scr
         values[(i, spec_id)] = np.array([got.get(q, np.nan) for q in qids], dtype=float)
         if cutoff is not None and _fewest_documents(run, qids) < cutoff:
             shallow.add((i, spec_id))
-    costs = {(i, spec_id): pool.full_chunks[i] for (i, spec_id) in pairs}
+    costs, unit = pair_costs(cfg, pairs, pool, tokens, seconds)
+    log.info("screen: each pair's full embed priced in %s: %s", unit,
+             ", ".join(f"{pair_label(*pairs[p])} {c:,.0f}" for p, c in costs.items()))
     decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow),
                                    margin=cfg.search.margin, costs=costs)
     return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub), cfg.search.margin)
@@ -331,10 +380,10 @@ def ranked_chunks(row: np.ndarray, k: int, doc_of: np.ndarray, documents: int | 
 
 
 def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int,
-               documents: int | None = None) -> pl.DataFrame:
+               documents: int | None = None) -> tuple[pl.DataFrame, float]:
     """Exact cosine search of ``ds``'s queries over ``chunks`` with ``emb``, both embedded through ``encoder``'s
     cache (their stats join ``encoder.stats``): each query's :func:`ranked_chunks` (``depth`` chunks, deeper until
-    ``documents`` distinct documents)."""
+    ``documents`` distinct documents), and the seconds the model spent encoding ``chunks`` (0 when cached)."""
     s, cache = encoder.settings, encoder.vector_cache
     with encoder.model_slot:
         docs, dstats = embed_texts(index_texts(chunks), emb, "document", cache, s.embed_segment_rows, True,
@@ -342,11 +391,12 @@ def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int
         queries, qstats = embed_texts(ds.queries["text"].to_list(), emb, "query", cache, s.embed_segment_rows, True,
                                       s.min_free_bytes)
     encoder.stats.extend(st for st in (dstats, qstats) if isinstance(st, EmbedStats))
+    spent = dstats.encode_seconds if isinstance(dstats, EmbedStats) else 0.0
     docs, queries = unit_rows(np.asarray(docs, dtype=np.float32)), unit_rows(np.asarray(queries, dtype=np.float32))
     k = min(depth, docs.shape[0])
     if k == 0:
         return run_from_hits(ds.queries["query_id"].to_list(), chunks, [np.zeros(0, dtype=np.int64)] * queries.shape[0],
-                             [np.zeros(0)] * queries.shape[0])
+                             [np.zeros(0)] * queries.shape[0]), spent
     doc_of = chunks["doc_id"].to_numpy()
     ids, scores = [], []
     for start in range(0, queries.shape[0], 256):
@@ -354,4 +404,4 @@ def _dense_run(encoder: ScreenEncoder, ds, chunks: pl.DataFrame, emb, depth: int
             order = ranked_chunks(row, k, doc_of, documents)
             ids.append(order)
             scores.append(row[order].astype(float))
-    return run_from_hits(ds.queries["query_id"].to_list(), chunks, ids, scores)
+    return run_from_hits(ds.queries["query_id"].to_list(), chunks, ids, scores), spent

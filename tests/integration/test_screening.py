@@ -37,7 +37,7 @@ def _values(store: ResultStore, sweep_id: str, config_id: str):
     return sorted((q, m, None if v != v else v) for q, m, v in rows.select("query_id", "measure", "value").iter_rows())
 
 
-def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tmp_path, settings):
+def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tmp_path, settings, ragbench_log):
     cfg = load_config(write_config(tmp_path / "s.yaml", SWEEP))
     path = write_config(tmp_path / "logged.yaml", SWEEP.replace("mlflow: false", "mlflow: true"))  # the CLI logs
     plain = load_config(write_config(tmp_path / "p.yaml", SWEEP.replace("strategy: screen", "strategy: grid")))
@@ -46,6 +46,8 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
     res = CliRunner().invoke(app, ["sweep", str(path), "--orchestrator", "local", "--json", "--home",
                                    str(screened_home), "--no-report"])
     assert res.exit_code == 0, res.output
+    # a fresh home has no calibration: the pairs are priced at the rates the screen measured on its pool
+    assert any(m.startswith("screen: each pair's full embed priced in seconds: ") for m in ragbench_log), ragbench_log
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     status = {r["config_id"]: r["status"] for r in rows}
     bad = next(c for c in cfg.expand() if c.embedder is not None and c.embedder.max_seq_length)

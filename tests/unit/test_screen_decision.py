@@ -179,3 +179,52 @@ def test_with_a_margin_and_costs_the_cheapest_pair_within_it_leads_and_the_deare
     # without a margin, or without costs, the leader is the best mean
     assert screen_pairs(values, LABELS, alpha=0.05, costs=costs)[1] == (0, "m")
     assert screen_pairs(values, LABELS, alpha=0.05, margin=0.05)[1] == (0, "m")
+
+
+def _priced(pool_seconds, full, pool_tokens, stored=None, tokens=True):
+    """pair_costs on a grid of two chunkers (fixed: 9,000 chunks, whole: 1,000) x two models (small, large)."""
+    from types import SimpleNamespace
+
+    from ragbench.sweep.screen import PairTokens, Pool, pair_costs
+
+    cfg = SimpleNamespace(chunkers=[SimpleNamespace(label="fixed"), SimpleNamespace(label="whole")],
+                          embedders=[SimpleNamespace(spec_id="s", label="small"),
+                                     SimpleNamespace(spec_id="l", label="large")])
+    pairs = {(0, "s"): ("fixed", "small"), (1, "s"): ("whole", "small"), (0, "l"): ("fixed", "large"),
+             (1, "l"): ("whole", "large")}
+    pool = Pool(None, frozenset(), (), (9000, 1000))
+    plan = PairTokens(full, pool_tokens, stored or {}) if tokens else None
+    return pair_costs(cfg, pairs, pool, plan, pool_seconds)
+
+
+FULL = {("fixed", "small"): 90_000, ("whole", "small"): 300_000, ("fixed", "large"): 90_000,
+        ("whole", "large"): 300_000}
+POOLED = {("fixed", "small"): 9_000, ("whole", "small"): 3_000, ("fixed", "large"): 9_000, ("whole", "large"): 3_000}
+
+
+def test_each_pair_is_priced_at_its_models_measured_seconds_per_token_times_what_its_full_embed_encodes():
+    # the small model spent 6 s on its 12,000 pooled tokens (0.0005 s each), the large one 60 s (0.005 s each)
+    seconds = {(0, "s"): 4.0, (1, "s"): 2.0, (0, "l"): 45.0, (1, "l"): 15.0}
+    costs, unit = _priced(seconds, FULL, POOLED, stored={"small": 1.0, "large": 1.0})  # measured beats stored
+    assert unit == "seconds"
+    assert costs == {(0, "s"): 45.0, (1, "s"): 150.0, (0, "l"): 450.0, (1, "l"): 1500.0}
+    # whole x large has a ninth of fixed x small's chunks and still costs more: the larger model's pair is dearer
+    decided, leader = screen_pairs({(0, "s"): np.full(30, 0.70), (1, "s"): np.full(30, 0.71),
+                                    (0, "l"): np.full(30, 0.72), (1, "l"): np.full(30, 0.72)},
+                                   {p: (p[1], str(p[0])) for p in costs}, alpha=0.05, margin=0.03, costs=costs)
+    assert leader == (0, "s")
+
+
+def test_a_model_the_screen_did_not_time_uses_its_stored_rate_and_a_cached_pair_costs_nothing():
+    seconds = {(0, "s"): 4.0, (1, "s"): 2.0}  # the large model's pooled vectors were cached: nothing timed
+    full = {**FULL, ("whole", "large"): 0}  # and its whole-document vectors too
+    costs, unit = _priced(seconds, full, POOLED, stored={"large": 0.002})
+    assert unit == "seconds"
+    assert costs == {(0, "s"): 45.0, (1, "s"): 150.0, (0, "l"): 180.0, (1, "l"): 0.0}
+
+
+def test_without_a_plan_or_a_rate_for_every_model_the_pairs_are_priced_by_chunk_count():
+    chunks = {(0, "s"): 9000.0, (1, "s"): 1000.0, (0, "l"): 9000.0, (1, "l"): 1000.0}
+    assert _priced({(0, "s"): 4.0, (1, "s"): 2.0}, FULL, POOLED) == (chunks, "chunks")  # large: no rate at all
+    assert _priced({}, FULL, POOLED, tokens=False) == (chunks, "chunks")
+    assert _priced({}, {}, {}, stored={"small": 1.0, "large": 1.0}) == (chunks, "chunks")  # the plan failed
