@@ -10,13 +10,13 @@ dense exact, plus BM25 per chunker, on SciFact's test split (300 queries; read f
 * ``--distractors N``: a larger corpus, SciFact plus seeded distractor abstracts up to N documents (sentences
   re-drawn from the whole corpus, as ``benchmarks/scale.py`` builds them; queries and labels unchanged).
 
-The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth; ``--margin``: its margin) and
-in full. For each run: passages encoded per model (distinct document texts in the home's vector cache: what the run
-sent to the model), the winner on the primary measure and the configs tied with it (paired randomization test,
-Holm), seconds. Checks: the screened winner is the full grid's winner or tied with it. Target: the transformers' encoded
-passages of the screened run at most 40 % of the full grid's (a static model's, with ``--models
-all-MiniLM-L6-v2,static-retrieval-m2v``, are counted apart: it costs no transformer pass and its vectors pool the
-screen).
+The grid runs twice in fresh homes, screened (``--depth``: the screen's pool depth; ``--margin``: its margin) and in
+full. For each run: passages encoded per model (distinct document texts in the home's vector cache: what the run
+sent to the model) and their tokens (as the plan counts the encoding's cost), the winner on the primary measure and
+the configs tied with it (paired randomization test, Holm), seconds. Checks: the screened winner is the full grid's
+winner or tied with it. Target: the transformers' encoded passages of the screened run at most 40 % of the full
+grid's (a static model's, with ``--models all-MiniLM-L6-v2,static-retrieval-m2v``, are counted apart: it costs no
+transformer pass and its vectors pool the screen).
 
     python benchmarks/screen.py [--max-docs 1000] [--depth 3] [--margin 0.02] [--models A,B] [--chunkers LIST]
                                 [--distractors 8000] [--full-after-screen] [--keep DIR]
@@ -60,6 +60,31 @@ def encoded(home: Path, cfg) -> dict[str, int]:
     return {e.label: len(cache.known(model_key(e), "document")) for e in cfg.embedders}
 
 
+def encoded_tokens_of(home: Path, cfg) -> dict[str, int]:
+    """Tokens each model computed on in ``home`` (a fresh home: everything in its cache), as the plan counts them
+    (:func:`~ragbench.sweep.calibrate.encoded_tokens`, its unit of encoding cost): the distinct chunk texts of the
+    sweep whose vectors the model's cache holds, longest first, batched and padded."""
+    from ragbench.core.cache import ChunkCache, VectorCache
+    from ragbench.core.schemas import index_texts
+    from ragbench.data import load_dataset
+    from ragbench.embedding.embed import model_key, prompt_hashes
+    from ragbench.sweep.calibrate import encoded_tokens
+    from ragbench.sweep.stages import chunk_stage
+
+    ds = load_dataset(cfg.dataset, home / "cache")
+    texts = [index_texts(chunk_stage(ds, ch, ChunkCache(home / "cache"))).to_list() for ch in cfg.chunkers]
+    vectors, out = VectorCache(home / "cache"), {}
+    for e in cfg.embedders:
+        known = vectors.known(model_key(e), "document")
+        seen = {}
+        for chunker_texts in texts:
+            for h, t in zip(prompt_hashes(chunker_texts, e.document_prompt), chunker_texts):
+                if h in known:
+                    seen[h] = e.document_prompt + t
+        out[e.label] = encoded_tokens(list(seen.values()), e)
+    return out
+
+
 def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None, home: Path | None = None,
         margin: float = 0.0) -> dict:
     """One sweep of the grid in its own fresh home (``home``: another run's, to continue from its caches and
@@ -84,6 +109,7 @@ def run(grid: str, strategy: str, depth: int, root: Path, max_docs: int | None, 
         "SELECT config_id, value FROM chunk_stats WHERE sweep_id = ? AND stat = 'chunk_count'", [result.sweep_id])
     chunks = dict(stats.iter_rows())
     return {"grid": grid, "strategy": strategy, "seconds": seconds, "encoded": encoded(home, cfg),
+            "tokens": encoded_tokens_of(home, cfg),
             "winner": report.label_of(report.best), "winner_id": report.best,
             "tied": [report.label_of(c) for c in report.tied_with_best], "tied_ids": set(report.tied_with_best),
             "screened_out": [o.label for o in result.outcomes if o.status == "screened_out"],
@@ -129,25 +155,27 @@ def _cell(labels) -> str:
 
 def table(rows: list[dict]) -> str:
     models = list(rows[0]["encoded"])
-    lines = [f"| grid | run | chunks (3 chunkers) | {' | '.join(f'{m} passages encoded' for m in models)} | seconds | "
+    lines = [f"| grid | run | chunks (3 chunkers) | {' | '.join(f'{m} passages encoded' for m in models)} | "
+             f"{' | '.join(f'{m} tokens encoded' for m in models)} | seconds | "
              "winner (ndcg@10) | tied with the winner | screened out |",
-             "|---|---|---:|" + "---:|" * len(models) + "---:|---|---|---|"]
+             "|---|---|---:|" + "---:|" * (2 * len(models)) + "---:|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['grid']} | {r['strategy']} | {r['n_chunks']:,.0f} | "
-                     + " | ".join(f"{r['encoded'].get(m, 0):,}" for m in models)
+                     + " | ".join(f"{r['encoded'].get(m, 0):,}" for m in models) + " | "
+                     + " | ".join(f"{r['tokens'].get(m, 0):,}" for m in models)
                      + f" | {'—' if r['seconds'] != r['seconds'] else round(r['seconds'])}"
                      f" | {_cell([r['winner']])} | {_cell(r['tied'])} | "
                      f"{_cell(r['screened_out'])} |")
     return "\n".join(lines)
 
 
-def transformer_share(screened: dict, full: dict) -> float:
+def transformer_share(screened: dict, full: dict, unit: str = "encoded") -> float:
     """The screened run's transformer encodings (every model but static Model2Vec ones, which cost no transformer
-    pass) as a share of the full grid's."""
+    pass) as a share of the full grid's, in passages (``unit="encoded"``) or tokens (``"tokens"``)."""
     from ragbench.core.models import resolve_model
 
     def passages(run: dict) -> int:
-        return sum(n for m, n in run["encoded"].items() if resolve_model(m).kind != "model2vec")
+        return sum(n for m, n in run[unit].items() if resolve_model(m).kind != "model2vec")
     return passages(screened) / max(passages(full), 1)
 
 
@@ -199,10 +227,11 @@ def main() -> int:
                 full["seconds"] = float("nan")
             rows += [screened, full]
             same = screened["winner_id"] == full["winner_id"] or screened["winner_id"] in full["tied_ids"]
-            ratio = transformer_share(screened, full)
+            ratio, in_tokens = transformer_share(screened, full), transformer_share(screened, full, "tokens")
             total = sum(screened["encoded"].values()) / max(sum(full["encoded"].values()), 1)
             print(f"{grid}: screened winner {'is the full winner or tied with it' if same else 'DIFFERS'}; "
-                  f"transformer passages encoded {ratio:.0%} of the full grid's (all models {total:.0%}); "
+                  f"transformer passages encoded {ratio:.0%} of the full grid's, tokens {in_tokens:.0%} "
+                  f"(all models {total:.0%}); "
                   f"seconds {screened['seconds']:.0f} against {full['seconds']:.0f}", flush=True)
             ok &= same
         print(table(rows))
