@@ -102,6 +102,16 @@ def progress_line(description: str, done: int, total: int, seconds: float, eta: 
             f"ETA {'?' if left is None else _duration(left)}, {_duration(seconds)} elapsed")
 
 
+def rough_duration(seconds: float) -> str:
+    """An estimate's duration as the plan prints it: whole seconds under 90 s, tenths of minutes under 90 min, tenths
+    of hours beyond."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _duration(seconds: float) -> str:
     s = int(round(seconds))
     if s < 60:

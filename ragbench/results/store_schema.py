@@ -72,6 +72,8 @@ ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_cut INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS budget_dropped INTEGER;
 ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
 ALTER TABLE screening ADD COLUMN IF NOT EXISTS margin DOUBLE;
+ALTER TABLE screening ADD COLUMN IF NOT EXISTS full_embed_cost DOUBLE;
+ALTER TABLE screening ADD COLUMN IF NOT EXISTS cost_unit VARCHAR;
 """
 
 def _key_sql(column: str) -> str:

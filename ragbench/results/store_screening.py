@@ -3,7 +3,8 @@
 One row per chunker x model pair: its mean primary value on the pooled sub-corpus, its difference from the leader,
 the paired test's p-value and its Holm-adjusted one, whether it was kept (run in full) or screened out, and the
 size of the pool (documents, chunks summed over the chunkers) and of the query set, the test's ``alpha`` and
-``margin`` (NULL in files written before the margin: 0). A sweep without a screen has no rows. The screened-out
+``margin`` (NULL in files written before the margin: 0), and what the pair's full embed was priced at when the
+leader was chosen (``full_embed_cost`` in ``cost_unit``: ``seconds`` or ``chunks``; NULL in older files). A sweep without a screen has no rows. The screened-out
 configs themselves are in ``configs`` with status ``screened_out`` and the evidence as error.
 """
 
@@ -15,7 +16,7 @@ import polars as pl
 SCREENING_COLUMNS = {"chunker": pl.String, "model": pl.String, "mean": pl.Float64, "delta": pl.Float64,
                      "p": pl.Float64, "p_holm": pl.Float64, "kept": pl.Boolean, "leader": pl.Boolean,
                      "n_docs": pl.Int64, "n_chunks": pl.Int64, "n_queries": pl.Int64, "alpha": pl.Float64,
-                     "margin": pl.Float64}
+                     "margin": pl.Float64, "full_embed_cost": pl.Float64, "cost_unit": pl.String}
 
 
 class ScreeningTable:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.cache import ChunkCache, VectorCache
+from ragbench.core.progress import rough_duration
 from ragbench.core.resources import memory_limit_bytes
 from ragbench.core.schemas import index_texts
 from ragbench.data import Dataset
@@ -175,14 +176,6 @@ def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, h
     return Forecast(counts, estimate(counts, rates_of(cals)), cals, memory_limit_bytes())
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 #: a screen pool at least this share of the corpus' documents gets a hint to lower ``search.depth``: a pair
 #: screened out then spares at most the rest of its embedding
 LARGE_POOL = 0.5
@@ -204,8 +197,8 @@ def plan_lines(f: Forecast) -> list[str]:
                     (r.what if r.stage == "load" else model) in e.unpriced)
         lines.append(f"  {r.stage:<8} {r.what:<44} {r.count:>8} {_UNITS[r.stage]}"
                      + (f", {r.cached} {kept}" if kept else "")
-                     + ("  ~? (not calibrated)" if unpriced else f"  ~{_duration(r.seconds)}"))
-    lines.append(f"  total ~{_duration(e.total_seconds)}"
+                     + ("  ~? (not calibrated)" if unpriced else f"  ~{rough_duration(r.seconds)}"))
+    lines.append(f"  total ~{rough_duration(e.total_seconds)}"
                  + (" if the screen keeps every pair" if e.pair_seconds else "")
                  + (f", not counting the encoding of {', '.join(e.unpriced)} (`ragbench plan` calibrates)"
                     if e.unpriced else "")
@@ -217,7 +210,7 @@ def plan_lines(f: Forecast) -> list[str]:
         c = f.counts
         share = f" ({c.pool_share:.0%} of the corpus)" if c.pool_share is not None else ""
         lines.append(f"  screen: {len(e.pair_seconds)} chunker x model pairs first embedded on a pool of "
-                     f"{c.pool_documents} documents{share}; ~{_duration(e.floor_seconds)} if it keeps only the "
+                     f"{c.pool_documents} documents{share}; ~{rough_duration(e.floor_seconds)} if it keeps only the "
                      f"cheapest pair")
         if c.pool_share is not None and c.pool_share >= LARGE_POOL:
             lines.append(f"  screen: the pool is most of the corpus (judged documents plus each query's top "

@@ -22,7 +22,7 @@ When the screen cannot be computed (e.g. a primary measure the screen cannot mea
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -72,14 +72,17 @@ class PairScreen:
 
 @dataclass(frozen=True)
 class Screen:
-    """What the screen decided: per pair (:class:`PairScreen`, keyed by :data:`Pair`), the leader, and the pooled
-    sub-corpus (documents, chunks summed over the chunkers)."""
+    """What the screen decided: per pair (:class:`PairScreen`, keyed by :data:`Pair`), the leader, the pooled
+    sub-corpus (documents, chunks summed over the chunkers), the margin, and what each pair's full embed was priced
+    at (``costs`` in ``cost_unit``) when the leader was chosen."""
 
     pairs: dict[Pair, PairScreen]
     leader: Pair
     n_docs: int
     n_chunks: int
     margin: float = 0.0
+    costs: dict[Pair, float] = field(default_factory=dict)  # each pair's full embed, priced (:func:`pair_costs`)
+    cost_unit: str | None = None
 
     def reason(self, pair: Pair) -> str:
         """The stored error of a screened-out config: :data:`SCREENED_OUT` and the evidence."""
@@ -92,7 +95,8 @@ class Screen:
         """One row per pair, as the ``screening`` table stores it (:mod:`ragbench.results.store_screening`)."""
         rows = [{"chunker": s.chunker, "model": s.model, "mean": s.mean, "delta": s.delta, "p": s.p,
                  "p_holm": s.p_holm, "kept": s.kept, "leader": pair == self.leader, "n_docs": self.n_docs,
-                 "n_chunks": self.n_chunks, "n_queries": n_queries, "alpha": alpha, "margin": self.margin}
+                 "n_chunks": self.n_chunks, "n_queries": n_queries, "alpha": alpha, "margin": self.margin,
+                 "full_embed_cost": self.costs.get(pair), "cost_unit": self.cost_unit}
                 for pair, s in self.pairs.items()]
         return pl.DataFrame(rows, schema=SCREENING_COLUMNS)
 
@@ -351,7 +355,7 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool, tokens
              ", ".join(f"{pair_label(*pairs[p])} {c:,.0f}" for p, c in costs.items()))
     decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow),
                                    margin=cfg.search.margin, costs=costs)
-    return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub), cfg.search.margin)
+    return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub), cfg.search.margin, costs, unit)
 
 
 def _fewest_documents(run: pl.DataFrame, qids: list[str]) -> int:

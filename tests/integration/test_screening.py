@@ -89,8 +89,8 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
                      and (r["what"].endswith(" x all-MiniLM-L6-v2") or r["what"].startswith("queries x ")))
     assert screened.vectors_computed == kept_texts
     assert plan["texts_to_embed"] == full.vectors_computed  # the screen moves texts between rows, adds none
-    screen_row = ResultStore(again / "results.duckdb").query("SELECT DISTINCT n_docs FROM screening").rows()
-    assert screen_row == [(plan["screen"]["pool_documents"],)]
+    screen_row = ResultStore(again / "results.duckdb").query("SELECT DISTINCT n_docs, cost_unit FROM screening").rows()
+    assert screen_row == [(plan["screen"]["pool_documents"], "seconds")]  # each pair's full embed priced in seconds
     assert plan["screen"]["floor_seconds"] < plan["total_seconds"]
     ref = ResultStore(plain_home / "results.duckdb")
     for c in cfg.expand():

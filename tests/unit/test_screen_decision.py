@@ -148,7 +148,7 @@ def test_the_margin_is_said_in_the_reason_the_section_and_the_json():
 def test_a_results_file_from_before_the_margin_gains_the_column_and_reads_as_no_margin(tmp_path):
     import duckdb
 
-    from ragbench.reporting.screening import screening_json, screening_sentence
+    from ragbench.reporting.screening import screening_json, screening_rows, screening_sentence
     from ragbench.results.store import ResultStore
 
     path = tmp_path / "old.duckdb"
@@ -162,6 +162,9 @@ def test_a_results_file_from_before_the_margin_gains_the_column_and_reads_as_no_
     assert table["margin"].to_list() == [None] and table["mean"].to_list() == [0.7]
     assert "significantly worse than the leader" in screening_sentence(table)
     assert screening_json(table)["margin"] == 0
+    # nor the price of each full embed: not shown, not made up
+    assert table["full_embed_cost"].to_list() == [None] and table["cost_unit"].to_list() == [None]
+    assert screening_rows(table)[0]["cost"] == "—" and screening_json(table)["cost_unit"] is None
 
 
 def test_with_a_margin_and_costs_the_cheapest_pair_within_it_leads_and_the_dearer_tie_goes():
@@ -228,3 +231,31 @@ def test_without_a_plan_or_a_rate_for_every_model_the_pairs_are_priced_by_chunk_
     assert _priced({(0, "s"): 4.0, (1, "s"): 2.0}, FULL, POOLED) == (chunks, "chunks")  # large: no rate at all
     assert _priced({}, FULL, POOLED, tokens=False) == (chunks, "chunks")
     assert _priced({}, {}, {}, stored={"small": 1.0, "large": 1.0}) == (chunks, "chunks")  # the plan failed
+
+
+def test_the_section_shows_what_each_full_embed_was_priced_at_and_why_the_leader_leads(tmp_path):
+    from ragbench.reporting.screening import screening_json, screening_rows, screening_sentence
+    from ragbench.results.store import ResultStore
+
+    values = _values()
+    values[(1, "m")] = values[(0, "m")] - 0.005
+    costs = {(0, "m"): 700.0, (1, "m"): 95.0, (0, "s"): 20.0, (1, "s"): 5000.0}
+    decided, leader = screen_pairs(values, LABELS, alpha=0.05, margin=0.02, costs=costs)
+    store = ResultStore(tmp_path / "r.duckdb")  # through the results file, as the report reads it
+    store.write_screening("s1", Screen(decided, leader, 120, 480, 0.02, costs, "seconds").table(40, 0.05))
+    table = store.screening("s1")
+    cost = {r["pair"]: r["cost"] for r in screening_rows(table)}
+    assert cost == {"whole | minilm": "~1.6 min", "fixed | minilm": "~11.7 min", "fixed | static": "~20 s",
+                    "whole | static": "~83.3 min"}
+    assert screening_rows(table)[0]["decision"] == "leader" and screening_rows(table)[0]["pair"] == "whole | minilm"
+    assert ("The leader is the cheapest pair (its full embed priced in seconds) whose screen score is within 0.02 of "
+            "the best.") in screening_sentence(table)
+    js = screening_json(table)
+    assert js["cost_unit"] == "seconds"
+    assert {(p["chunker"], p["model"]): p["full_embed_cost"] for p in js["pairs"]} == {
+        ("fixed", "minilm"): 700.0, ("whole", "minilm"): 95.0, ("fixed", "static"): 20.0, ("whole", "static"): 5000.0}
+    by_chunks = Screen(decided, leader, 120, 480, 0.02, {p: 17126.0 for p in costs}, "chunks").table(40, 0.05)
+    assert screening_rows(by_chunks)[0]["cost"] == "17,126 chunks"
+    # without a margin the leader is the best score whatever it costs: the sentence does not say "cheapest"
+    plain = Screen(*screen_pairs(values, LABELS, alpha=0.05, costs=costs), 120, 480, 0.0, costs, "seconds")
+    assert "cheapest" not in screening_sentence(plain.table(40, 0.05))
