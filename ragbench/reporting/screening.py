@@ -23,7 +23,7 @@ def _num(value, spec: str) -> str:
     return "—" if value is None or value != value else format(value, spec)
 
 
-def _cost(value, unit: str | None) -> str:
+def priced(value, unit: str | None) -> str:
     """A pair's full embed as priced: ``~7.9 min`` (seconds), ``17,126 chunks``, or ``—`` (not priced: a file
     written before the price was kept)."""
     if value is None or value != value or unit is None:
@@ -38,7 +38,7 @@ def screening_rows(table: pl.DataFrame | None) -> list[dict]:
         return []
     return [{"pair": pair_label(r["chunker"], r["model"]), "score": _num(r["mean"], ".4f"),
              "delta": _num(r["delta"], "+.4f"), "p": _num(r["p"], ".3g"), "p_holm": _num(r["p_holm"], ".3g"),
-             "cost": _cost(r.get("full_embed_cost"), r.get("cost_unit")),
+             "cost": priced(r.get("full_embed_cost"), r.get("cost_unit")),
              "decision": ("leader" if r["leader"] else "kept (not compared: too shallow)" if r["p"] is None
                           else "kept" if r["kept"] else "screened out")}
             for r in table.iter_rows(named=True)]

@@ -39,6 +39,7 @@ from ragbench.embedding.embed import embed_texts
 from ragbench.evaluation.judging import document_run
 from ragbench.evaluation.metrics import document_cutoff
 from ragbench.evaluation.paired_tests import holm_correction, pair_seed, paired_randomization_test, required_resamples
+from ragbench.reporting.screening import priced
 from ragbench.results.outcomes import SCREENED_OUT
 from ragbench.results.store_screening import SCREENING_COLUMNS
 from ragbench.retrieval.base import run_from_hits
@@ -352,7 +353,7 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool, tokens
             shallow.add((i, spec_id))
     costs, unit = pair_costs(cfg, pairs, pool, tokens, seconds)
     log.info("screen: each pair's full embed priced in %s: %s", unit,
-             ", ".join(f"{pair_label(*pairs[p])} {c:,.0f}" for p, c in costs.items()))
+             "; ".join(f"{pair_label(*pairs[p])} {priced(c, unit)}" for p, c in costs.items()))
     decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow),
                                    margin=cfg.search.margin, costs=costs)
     return Screen(decided, leader, len(pool.doc_ids), sum(s.height for s in sub), cfg.search.margin, costs, unit)
