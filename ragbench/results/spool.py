@@ -389,6 +389,14 @@ class SweepWriter:
         self._write(lambda: self.store.write_screening(self.sweep_id, table),
                     lambda: self.spool.put_screening(self.sweep_id, table), "the screen's rows are", "they are")
 
+    def stored_screening(self) -> pl.DataFrame | None:
+        """This sweep's screen rows as an earlier run of it stored them (a resumed sweep), or None (none stored, or
+        the file is held by another process)."""
+        try:
+            return self.store.screening(self.sweep_id)
+        except StoreBusyError:
+            return None
+
     def record_failure(self, config_id: str, name: str, spec: dict, dataset_fingerprint: str, error: str) -> None:
         failure = ConfigFailure(config_id, name, spec, dataset_fingerprint, error)
         self._write(lambda: record_failure(failure, self.sweep_id, self.store, self.tracker, self.parent_run),

@@ -1,5 +1,5 @@
 """How fast a model encodes on this machine: a seeded sample of the texts it will see, encoded once, timed, and
-kept per machine, model and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
+kept per machine, encoder and device under ``<home>/calibration/<machine>-<model>-<device>.json`` until the model's
 weights change (the file records the model key, weights revision included). Each sweep that encodes at least a
 sample's worth of new texts for 10 s or more in its own process then replaces the stored rate with the one it
 measured, or stores it when there was none (:func:`learn_rate`): the sample is 64 texts taken once, and one taken
@@ -101,10 +101,13 @@ def padded_tokens(counts: list[int], window: int, specials: int, batch_size: int
 
 
 def calibration_path(home: Path, spec, device: str) -> Path:
-    """``<home>/calibration/<machine>-<model><backend>-<device>.json``: one file per encoder, so an ONNX or int8
-    embedder of a model keeps its own rate beside the torch one (``backend_suffix`` is empty for torch)."""
+    """``<home>/calibration/<machine>-<model>[-L<max_seq_length>][-<backend>]-<device>.json``: one file per encoder,
+    so an embedder of a model with its own sequence length, or an ONNX or int8 one, keeps its own rate beside the
+    plain torch one (two encoders sharing a file would each find the other's model key there and calibrate again,
+    over it)."""
     suffix = getattr(spec, "backend_suffix", "")
-    name = f"{spec.model}-{suffix}" if suffix else spec.model
+    length = getattr(spec, "max_seq_length", None)
+    name = "-".join([spec.model] + ([f"L{length}"] if length else []) + ([suffix] if suffix else []))
     return Path(home) / "calibration" / f"{machine_name()}-{slug(name)}-{device}.json"
 
 

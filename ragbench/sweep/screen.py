@@ -167,7 +167,7 @@ def screen_configs(cfg, ds, work, todo: list[RunConfig], recorder, pool: Pool,
     out (recorded by ``recorder`` as ``screened_out``), the pairs screened on ``pool`` (:func:`screen_pool_of`),
     each priced from ``tokens`` (:func:`pair_costs`). The screen's encodings join ``work.embed_stats``."""
     try:
-        screen = run_screen(cfg, work, _pairs(cfg), pool, tokens)
+        screen = run_screen(cfg, work, _pairs(cfg), pool, tokens, recorder.writer.stored_screening())
     except Exception as e:  # the screen saves work; it never stops a sweep
         log.warning("screen: could not be computed (%s): every pair runs in full", e)
         return todo, []
@@ -289,8 +289,8 @@ def pair_costs(cfg, pairs, pool: Pool, tokens: PairTokens | None,
     (:func:`~ragbench.sweep.estimate.encode_seconds`), so a larger model's pair costs more than a smaller one's over
     the same chunks and a pair whose vectors are cached costs nothing. A model's rate is the one the screen just
     measured, ``sum of its pairs' pool_seconds / sum of their pool tokens`` (this corpus, this machine, now), else
-    its stored rate. When there is no plan (``tokens`` None or empty) or some model with tokens to encode has neither, every pair is priced by its
-    chunker's chunk count over the whole corpus instead (one unit for all)."""
+    its stored rate. When there is no plan (``tokens`` None or empty) or some model with tokens to encode has
+    neither, every pair is priced by its chunker's chunk count over the whole corpus instead (one unit for all)."""
     by_spec = {e.spec_id: e for e in cfg.embedders}
     key = {(i, spec_id): (cfg.chunkers[i].label, by_spec[spec_id].label) for (i, spec_id) in pairs}
     chunks = {(i, spec_id): float(pool.full_chunks[i]) for (i, spec_id) in pairs}
@@ -329,9 +329,28 @@ def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
     return Pool(tuning, frozenset(pool), tuple(c.filter(keep) for c in chunks), tuple(c.height for c in chunks))
 
 
-def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool, tokens: PairTokens | None = None) -> Screen:
+def stored_costs(stored: pl.DataFrame | None,
+                 pairs: dict[Pair, tuple[str, str]]) -> tuple[dict[Pair, float], str] | None:
+    """The prices an earlier run of this sweep gave its pairs (its ``screening`` rows: ``full_embed_cost`` in one
+    ``cost_unit``), when they price every pair of ``pairs``; else None. A resumed sweep decides on these: priced
+    again, its own finished embeds would cost nothing and its leader could change, so it would not end as the
+    uninterrupted sweep does."""
+    if stored is None or stored.is_empty():
+        return None
+    if stored["full_embed_cost"].null_count() or stored["cost_unit"].null_count():  # a file from before the prices
+        return None
+    prices = {(r["chunker"], r["model"]): r["full_embed_cost"] for r in stored.iter_rows(named=True)}
+    units = set(stored["cost_unit"].to_list())
+    if set(prices) != set(pairs.values()) or len(units) != 1:
+        return None
+    return {p: prices[label] for p, label in pairs.items()}, units.pop()
+
+
+def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool, tokens: PairTokens | None = None,
+               stored: pl.DataFrame | None = None) -> Screen:
     """Evaluate every pair on the ``pool`` (:func:`screen_pool`) and decide (:func:`screen_pairs`, each pair priced
-    by :func:`pair_costs`)."""
+    by :func:`pair_costs`, or as ``stored``, an earlier run of this sweep's screen rows, priced them:
+    :func:`stored_costs`)."""
     tuning, sub = pool.tuning, pool.chunks
     qids = tuning.queries["query_id"].to_list()
     primary = measure_key(cfg.metrics.primary)
@@ -351,8 +370,10 @@ def run_screen(cfg, work, pairs: dict[Pair, tuple[str, str]], pool: Pool, tokens
         values[(i, spec_id)] = np.array([got.get(q, np.nan) for q in qids], dtype=float)
         if cutoff is not None and _fewest_documents(run, qids) < cutoff:
             shallow.add((i, spec_id))
-    costs, unit = pair_costs(cfg, pairs, pool, tokens, seconds)
-    log.info("screen: each pair's full embed priced in %s: %s", unit,
+    again = stored_costs(stored, pairs)
+    costs, unit = again or pair_costs(cfg, pairs, pool, tokens, seconds)
+    log.info("screen: each pair's full embed priced in %s%s: %s", unit,
+             " (as this sweep's first screen priced it)" if again else "",
              "; ".join(f"{pair_label(*pairs[p])} {priced(c, unit)}" for p, c in costs.items()))
     decided, leader = screen_pairs(values, pairs, cfg.search.alpha, shallow=frozenset(shallow),
                                    margin=cfg.search.margin, costs=costs)

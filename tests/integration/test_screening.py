@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import ROOT, write_config
+from conftest import ROOT, price_model_high, write_config
 from typer.testing import CliRunner
 
 from ragbench.cli import app
@@ -96,3 +96,33 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
     for c in cfg.expand():
         if c.config_id != bad.config_id:
             assert _values(store, sweep_id, c.config_id) == _values(ref, full.sweep_id, c.config_id), c.name
+
+
+def test_a_resumed_screened_sweep_decides_on_the_prices_its_first_screen_stored(tmp_path, ragbench_log):
+    """Killed after its screen, the sweep resumes: its screen is computed again on the cached pool (no encoding left
+    to time: priced anew, it would take the stored calibration's rate) and decides on the prices the first run
+    stored. The kill is the state it leaves: the screen's rows stored, the sweep's row still ``running``."""
+    path = write_config(tmp_path / "m.yaml", SWEEP.replace("depth: 1}", "depth: 1, margin: 0.02}"))
+    cfg, home = load_config(path), tmp_path / "home"
+    price_model_high(home, cfg.embedders[0])  # the leader's full embed would take hours: refused by the budget
+    first = CliRunner().invoke(app, ["sweep", str(path), "--orchestrator", "local", "--home", str(home),
+                                     "--budget", "1h", "--no-report"])
+    assert first.exit_code == 0, first.output
+    store = ResultStore(home / "results.duckdb")
+    sweep_id = store.sweeps()["sweep_id"].to_list()[-1]
+    stored = store.screening(sweep_id)
+    assert stored["cost_unit"].to_list() == ["seconds"] * 2 and stored["full_embed_cost"].null_count() == 0
+    priced = [m for m in ragbench_log if m.startswith("screen: each pair's full embed priced in")]
+    assert priced and "first screen" not in priced[-1]
+    import duckdb
+
+    with duckdb.connect(str(home / "results.duckdb")) as con:  # as a kill -9 after the screen leaves it
+        con.execute("UPDATE sweeps SET status = 'running' WHERE sweep_id = ?", [sweep_id])
+    again = CliRunner().invoke(app, ["sweep", str(path), "--orchestrator", "local", "--home", str(home),
+                                     "--no-report"])
+    assert again.exit_code == 0, again.output
+    assert store.sweeps()["sweep_id"].to_list()[-1] == sweep_id  # the same sweep, resumed
+    priced = [m for m in ragbench_log if m.startswith("screen: each pair's full embed priced in")]
+    assert priced[-1].startswith("screen: each pair's full embed priced in seconds (as this sweep's first screen "
+                                 "priced it): "), priced[-1]
+    assert store.screening(sweep_id)["full_embed_cost"].to_list() == stored["full_embed_cost"].to_list()

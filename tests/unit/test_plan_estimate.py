@@ -282,6 +282,8 @@ def test_each_encoder_of_a_model_keeps_its_own_calibration_file(tmp_path):
     from ragbench.sweep.calibrate import calibration_path
 
     specs = [EmbedderSpec(model="all-MiniLM-L6-v2"), EmbedderSpec(model="all-MiniLM-L6-v2", backend="onnx"),
-             EmbedderSpec(model="all-MiniLM-L6-v2", backend="onnx", quantize="int8")]
+             EmbedderSpec(model="all-MiniLM-L6-v2", backend="onnx", quantize="int8"),
+             EmbedderSpec(model="all-MiniLM-L6-v2", max_seq_length=6)]  # its own window: its own rate
     paths = [calibration_path(tmp_path, s, "cpu") for s in specs]
-    assert len(set(paths)) == 3 and paths[0].name.endswith("-all-MiniLM-L6-v2-cpu.json")
+    assert len(set(paths)) == 4 and paths[0].name.endswith("-all-MiniLM-L6-v2-cpu.json")
+    assert paths[3].name.endswith("-all-MiniLM-L6-v2-L6-cpu.json")

@@ -259,3 +259,20 @@ def test_the_section_shows_what_each_full_embed_was_priced_at_and_why_the_leader
     # without a margin the leader is the best score whatever it costs: the sentence does not say "cheapest"
     plain = Screen(*screen_pairs(values, LABELS, alpha=0.05, costs=costs), 120, 480, 0.0, costs, "seconds")
     assert "cheapest" not in screening_sentence(plain.table(40, 0.05))
+
+
+def test_a_resumed_sweep_decides_on_the_prices_its_first_screen_stored(tmp_path):
+    from ragbench.results.spool import Spool, SweepWriter
+    from ragbench.results.store import ResultStore
+    from ragbench.sweep.screen import stored_costs
+
+    costs = {(0, "m"): 700.0, (1, "m"): 95.0, (0, "s"): 20.0, (1, "s"): 5000.0}
+    decided, leader = screen_pairs(_values(), LABELS, alpha=0.05, margin=0.02, costs=costs)
+    writer = SweepWriter(ResultStore(tmp_path / "results.duckdb"), Spool(tmp_path), "s1")
+    assert stored_costs(writer.stored_screening(), LABELS) is None  # a first run: nothing stored, priced anew
+    writer.write_screening(Screen(decided, leader, 120, 480, 0.02, costs, "seconds").table(40, 0.05))
+    assert stored_costs(writer.stored_screening(), LABELS) == (costs, "seconds")  # the resumed run's prices
+    stored = writer.stored_screening()
+    assert stored_costs(stored.filter(pl.col("chunker") == "fixed"), LABELS) is None  # not every pair priced
+    assert stored_costs(stored.with_columns(pl.lit(None, dtype=pl.Float64).alias("full_embed_cost")), LABELS) is None
+    assert stored_costs(stored, {**LABELS, (2, "m"): ("recursive", "minilm")}) is None  # a pair the first run lacked
