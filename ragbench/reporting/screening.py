@@ -1,8 +1,8 @@
-"""The "Screening" section of a screened sweep's report (``search: {strategy: screen}``): each chunker x model pair's
-score on the pooled sub-corpus, its difference from the screen's leader, the paired test's p-value and its
-Holm-adjusted one (against the leader + the screen's margin when it has one), what its full embed was priced at
-when the leader was chosen, and whether it was kept (embedded and evaluated in full) or screened out. Every format renders :func:`screening_rows` and
-:func:`screening_sentence`; a sweep without a screen has no section."""
+"""The "Screening" section of a screened sweep's report (``search: {strategy: screen}``): each chunker x model
+pair's score on the pooled sub-corpus, its difference from the screen's leader, the paired test's p-value and its
+Holm-adjusted one (against the leader + the screen's margin when it has one), what its full embed was priced at when
+the leader was chosen, and whether it was kept (embedded and evaluated in full) or screened out. Every format
+renders :func:`screening_rows` and :func:`screening_sentence`; a sweep without a screen has no section."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """The ``screening`` table of the results file: what a screened sweep (``search: {strategy: screen}``) decided.
 
 One row per chunker x model pair: its mean primary value on the pooled sub-corpus, its difference from the leader,
-the paired test's p-value and its Holm-adjusted one, whether it was kept (run in full) or screened out, and the
-size of the pool (documents, chunks summed over the chunkers) and of the query set, the test's ``alpha`` and
-``margin`` (NULL in files written before the margin: 0), and what the pair's full embed was priced at when the
-leader was chosen (``full_embed_cost`` in ``cost_unit``: ``seconds`` or ``chunks``; NULL in older files). A sweep without a screen has no rows. The screened-out
-configs themselves are in ``configs`` with status ``screened_out`` and the evidence as error.
+the paired test's p-value and its Holm-adjusted one, whether it was kept (run in full) or screened out, and the size
+of the pool (documents, chunks summed over the chunkers) and of the query set, the test's ``alpha`` and ``margin``
+(NULL in files written before the margin: 0), and what the pair's full embed was priced at when the leader was
+chosen (``full_embed_cost`` in ``cost_unit``: ``seconds`` or ``chunks``; NULL in older files). A sweep without a
+screen has no rows. The screened-out configs themselves are in ``configs`` with status ``screened_out`` and the
+evidence as error.
 """
 
 from __future__ import annotations

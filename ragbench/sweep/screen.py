@@ -45,6 +45,7 @@ from ragbench.results.store_screening import SCREENING_COLUMNS
 from ragbench.retrieval.base import run_from_hits
 from ragbench.retrieval.bm25 import BM25Index, BM25Retriever
 from ragbench.retrieval.rerank.base import unit_rows
+from ragbench.sweep.estimate import Rates, encode_seconds
 from ragbench.sweep.evaluate import tuning_part
 from ragbench.sweep.plan import EvaluationSpec
 from ragbench.sweep.stages import chunk_stage, evaluate_stage
@@ -304,7 +305,8 @@ def pair_costs(cfg, pairs, pool: Pool, tokens: PairTokens | None,
             rates[model] = seconds / pooled
     if any(key[p][1] not in rates and tokens.full.get(key[p], 0) for p in pairs):
         return chunks, "chunks"
-    return {p: rates.get(key[p][1], 0.0) * tokens.full.get(key[p], 0) for p in pairs}, "seconds"
+    priced_at = Rates(seconds_per_token=rates)
+    return {p: encode_seconds(key[p][1], tokens.full.get(key[p], 0), priced_at) for p in pairs}, "seconds"
 
 
 def screen_pool(cfg, ds, encoder: ScreenEncoder) -> Pool:
