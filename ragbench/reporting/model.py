@@ -44,6 +44,7 @@ from ragbench.reporting.since import ConfigRef, SincePrevious, StatOptions, sinc
 from ragbench.reporting.vs_production import VsProduction, vs_production
 from ragbench.results.completion import SweepCompletion, sweep_completion
 from ragbench.results.lookup import sweep_primary
+from ragbench.results.outcomes import STATUS_WORDS
 from ragbench.results.store import ResultStore
 
 SUMMARY_SCHEMA = {
@@ -318,8 +319,9 @@ def _build_report(store: ResultStore, sweep_id: str, opts: ReportOptions) -> Swe
     configs = _configs_table(store, sweep_id)
     pq = per_query_values(store, sweep_id)
     if pq.is_empty():
-        raise RagbenchError(f"sweep {sweep_id} has no finished config with results"
-                            + (f" ({configs.height} failed)" if configs.height else ""))
+        counts = configs.group_by("status").len().sort("status").iter_rows()
+        told = ", ".join(f"{n} {STATUS_WORDS.get(status, status)}" for status, n in counts)
+        raise RagbenchError(f"sweep {sweep_id} has no finished config with results" + (f" ({told})" if told else ""))
     available = set(pq["measure"].unique().to_list())
     measures = _chosen_measures(sweep_id, primary, measure_keys(opts.measures), available,
                                 json.loads(sweep.get("spec_json") or "{}"))

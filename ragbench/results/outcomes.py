@@ -125,6 +125,9 @@ SCREENED_OUT = "not run: screened out"
 #: statuses of configs recorded without results that did not fail: a later sweep evaluates them
 NOT_RUN_STATUSES = ("over_budget", "screened_out")
 
+#: how people read a config's stored status (``over_budget`` is not run, never failed)
+STATUS_WORDS = {"over_budget": OVER_BUDGET, "screened_out": SCREENED_OUT}
+
 
 def failure_status(error: str | None) -> str:
     """``over_budget`` for a config the budget stopped (its error starts with :data:`OVER_BUDGET`),

@@ -222,7 +222,7 @@ def test_durations(text, seconds):
     assert parse_budget(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["8", "soon", "1d", "", "-3m"])
+@pytest.mark.parametrize("text", ["8", "soon", "1d", "", "-3m", "0s", "0h0m", 0, -5, float("nan"), float("inf")])
 def test_bad_durations_are_one_line_errors(text):
     with pytest.raises(ConfigError, match="8h, 90m, 120s"):
         parse_budget(text)
@@ -287,3 +287,19 @@ def test_each_encoder_of_a_model_keeps_its_own_calibration_file(tmp_path):
     paths = [calibration_path(tmp_path, s, "cpu") for s in specs]
     assert len(set(paths)) == 4 and paths[0].name.endswith("-all-MiniLM-L6-v2-cpu.json")
     assert paths[3].name.endswith("-all-MiniLM-L6-v2-L6-cpu.json")
+
+
+def test_a_sweep_with_no_finished_config_says_why_in_the_words_of_each_status(tmp_path):
+    """The report of a sweep the budget stopped before any config counts them as not run, never as failed."""
+    from ragbench.core.errors import RagbenchError
+    from ragbench.reporting.model import build_report
+    from ragbench.results.outcomes import OVER_BUDGET
+    from ragbench.results.store import ResultStore
+
+    store = ResultStore(tmp_path / "results.duckdb")
+    store.begin_sweep("s1", "s", "h", {}, "d", "fp")
+    for i, error in enumerate([f"{OVER_BUDGET} (embedding whole x m)", f"{OVER_BUDGET} (config a)", "boom"]):
+        store.write_config_failure("s1", f"c{i}", f"c{i}", {}, "fp", error)
+    with pytest.raises(RagbenchError) as e:
+        build_report(store, "s1")
+    assert str(e.value) == "sweep s1 has no finished config with results (1 failed, 2 not run: over budget)"
