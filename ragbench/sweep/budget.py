@@ -7,7 +7,10 @@ stage_seconds` at the rates measured so far in this sweep (the calibration's unt
 when the seconds already spent plus that estimate exceed the budget, the stage does not start and raises
 :class:`OverBudget`. Its configs are recorded as ``over_budget`` ("not run: over budget"), not failed, and the
 sweep exits 0; a later run evaluates them (they are not stored as finished) and reuses the rest. A cheaper stage
-after a refused one may still start. After each embedding the clock logs the seconds left of the planned work.
+after a refused one may still start. Embeddings run ahead of every dense config, so an embedded pair keeps the
+seconds of its collection and first config until one of its configs starts: no later stage may spend them, and the
+morning finds a result for every pair it paid to embed. After each embedding the clock logs the seconds left of the
+planned work.
 """
 
 from __future__ import annotations
@@ -54,12 +57,13 @@ def with_budget(cfg: SweepConfig, budget: str | float | int | None) -> SweepConf
 def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:
     """The configs in the order a budgeted sweep evaluates them.
 
-    The rule: configs without an embedder (BM25) first, then per (chunker x model) pair from the cheapest to embed
-    (``pair_seconds``: estimated seconds of its new texts) to the dearest — so the static models come before the
-    transformers — and within each pair its first config before the others. Expected value per second is taken as
-    "one more pair covered" over "one more knob of a covered pair": a pair's first config says whether that
-    chunker x model can compete at all, its other retrieval knobs are cheap variations (the graph then evaluates
-    configs without an embedder first and each pair's embedding before its configs)."""
+    The rule: configs without an embedder (BM25) first; then the first config of every (chunker x model) pair,
+    from the cheapest pair to embed (``pair_seconds``: estimated seconds of its new texts) to the dearest — so the
+    static models come before the transformers; then the pairs' other configs in the same pair order. Expected value
+    per second is taken as "one more pair covered" over "one more knob of a covered pair": a pair's first config
+    says whether that chunker x model can compete at all, its other retrieval knobs are cheap variations (the graph
+    submits configs without an embedder first, then embeddings, collections and dense configs in this order; the
+    clock keeps each embedded pair's first config its seconds, :class:`StageClock`)."""
     seen: set[tuple[str, str]] = set()
 
     def key(c: RunConfig):
@@ -68,7 +72,7 @@ def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], f
         pair = (c.chunker.label, c.embedder.label)
         first = pair not in seen
         seen.add(pair)
-        return (1, pair_seconds.get(pair, 0.0), 0 if first else 1)
+        return (1, 0 if first else 1, pair_seconds.get(pair, 0.0))
 
     keyed = [(key(c), n, c) for n, c in enumerate(configs)]
     return [c for _, _, c in sorted(keyed, key=lambda t: (t[0], t[1]))]
@@ -89,6 +93,9 @@ class StageClock:
         self.screen_tokens = {(e.chunker, e.model): e.new_tokens for e in counts.screen}  # pooled texts
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
         self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
+        # per pair embedded (or under way) with no config started yet: the seconds kept for its collection and
+        # first config, which later stages may not spend (embeddings run ahead of every dense config)
+        self.owed: dict[tuple[str, str], float] = {}
         self.queries = counts.queries
         # configs to run by cost kind (:func:`cost_kind`); None: kind not known (:meth:`keep` tells)
         self.configs_left: Counter[str | None] = Counter({None: counts.run})
@@ -117,6 +124,14 @@ class StageClock:
             log.warning("budget: %s not started: %.0f s spent + ~%.0f s would pass the budget of %.0f s", what,
                         spent, seconds, self.budget_s)
             raise OverBudget(what)
+
+    def reserved(self, pair: tuple[str, str] | None = None) -> float:
+        """Seconds a stage of ``pair`` (None: no pair, a BM25 config) may not spend: those kept for the collections
+        and first configs of the pairs embedded whose configs have not started. A stage of such a pair spends what
+        was kept for it and competes with the others' on its own price (0 here): the time they were kept is the
+        same time, and the one that comes first runs."""
+        with self._lock:
+            return 0.0 if pair in self.owed else sum(self.owed.values())
 
     def left_seconds(self) -> float:
         """Estimated seconds of the planned work not yet done, at the rates measured so far: each embedding to
@@ -169,13 +184,19 @@ class StageClock:
             tokens = self.tokens.get(pair, 0)
             # priced with its collection and its pair's first config: an embedding that ends in time but leaves no
             # config of its pair evaluated spends the night's seconds on nothing the morning can read
+            # and with what earlier pairs' first configs still need
             useful = stage_seconds("index", chunks.height, 0, None, self.rates) + self.config_seconds(None)
             self._check(f"embedding {pair[0]} x {pair[1]}",
-                        stage_seconds("embed", 0, tokens, emb.label, self.rates) + useful)
+                        stage_seconds("embed", 0, tokens, emb.label, self.rates) + useful + self.reserved(pair))
             with self._lock:
                 self.running[pair] = time.perf_counter()
+                self.owed[pair] = useful
             try:
                 stats = fn(chunker_index, chunks, emb)
+            except BaseException:
+                with self._lock:  # a failed embedding's configs will not run: nothing to keep for them
+                    self.owed.pop(pair, None)
+                raise
             finally:
                 with self._lock:
                     self.running.pop(pair, None)
@@ -204,15 +225,24 @@ class StageClock:
 
     def index(self, fn):
         def run(chunker_index, emb, index_spec, chunks, sparse):
-            what = f"index {self.labels[chunker_index]} x {emb.label}"
-            self._check(what, stage_seconds("index", chunks.height, 0, None, self.rates))
+            pair = (self.labels[chunker_index], emb.label)
+            self._check(f"index {pair[0]} x {pair[1]}",
+                        stage_seconds("index", chunks.height, 0, None, self.rates) + self.reserved(pair))
+            with self._lock:  # its collection is being built: what stays kept is its first config
+                if pair in self.owed:
+                    self.owed[pair] = min(self.owed[pair], self.config_seconds(None))
             return fn(chunker_index, emb, index_spec, chunks, sparse)
         return run
 
     def evaluate(self, fn):
         def run(chunker_index, run_config, chunks, **kwargs):
             kind = cost_kind(run_config)
-            self._check(f"config {run_config.labels.text}", self.config_seconds(kind))
+            pair = None if run_config.embedder is None else (run_config.chunker.label, run_config.embedder.label)
+            try:
+                self._check(f"config {run_config.labels.text}", self.config_seconds(kind) + self.reserved(pair))
+            finally:
+                with self._lock:  # a config of its pair started (or never will): its pair keeps nothing more
+                    self.owed.pop(pair, None)
             t0 = time.perf_counter()
             try:
                 return fn(chunker_index, run_config, chunks, **kwargs)

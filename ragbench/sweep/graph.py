@@ -94,7 +94,9 @@ class StageFns:
 
 
 def sweep_graph(configs: list[RunConfig], chunkers: tuple, fns: StageFns) -> Graph:
-    """The stages that evaluate ``configs`` (the sweep's ``chunkers`` give each its chunker index)."""
+    """The stages that evaluate ``configs`` (the sweep's ``chunkers`` give each its chunker index): document
+    embeddings, collections and dense configs are submitted in the order of ``configs``; ``order`` (the positions
+    that break ties between equal scores) stays chunker by chunker."""
     order = tuple((i, c) for i, ch in enumerate(chunkers) for c in configs if c.chunker == ch)
     stages = [Stage(f"chunk {chunkers[i].name or chunkers[i].explain()}", fns.chunk, f"chunks/{i}",
                     params={"chunker": chunkers[i]}, after=(DATASET,)) for i in dict.fromkeys(i for i, _ in order)]
@@ -114,13 +116,17 @@ def sweep_graph(configs: list[RunConfig], chunkers: tuple, fns: StageFns) -> Gra
     embedders = {c.embedder.spec_id: c.embedder for _, c in order if c.embedder is not None}
     stages += [Stage(f"embed queries × {emb.label}", fns.embed_queries, f"queries/{key}", params={"emb": emb},
                      after=(DATASET,)) for key, emb in embedders.items()]
+    # embeddings, collections and dense configs in the order of ``configs`` (a budget's puts the cheapest pair's
+    # first), not chunker by chunker: a pool that takes stages as submitted then spends the night in that order
+    chunker_of = {c.config_id: i for i, c in order}
+    position_of = {c.config_id: position for position, (_, c) in enumerate(order)}
+    dense = [(chunker_of[c.config_id], c) for c in configs if c.embedder is not None and c.config_id in chunker_of]
     first: dict[tuple[int, str], RunConfig] = {}  # per chunker × embedder, the config its collection follows
     sparse_first: dict[tuple[int, str], RunConfig] = {}
-    for i, c in order:
-        if c.embedder is not None:
-            first.setdefault((i, c.embedder.spec_id), c)
-            if c.retriever.uses_sparse_collection:
-                sparse_first.setdefault((i, c.embedder.spec_id), c)
+    for i, c in dense:
+        first.setdefault((i, c.embedder.spec_id), c)
+        if c.retriever.uses_sparse_collection:
+            sparse_first.setdefault((i, c.embedder.spec_id), c)
     stages += [Stage(f"embed {c.labels.chunker} × {c.embedder.label}", fns.embed_documents, f"vectors/{i}/{e}",
                      {"chunks": f"chunks/{i}"}, {"chunker_index": i, "emb": c.embedder}) for (i, e), c in first.items()]
     for kind, firsts in (("collection", first), ("hybrid", sparse_first)):
@@ -128,13 +134,12 @@ def sweep_graph(configs: list[RunConfig], chunkers: tuple, fns: StageFns) -> Gra
                          fns.index, f"{kind}/{i}/{e}", {"chunks": f"chunks/{i}"},
                          {"chunker_index": i, "emb": c.embedder, "index_spec": c.index, "sparse": kind == "hybrid"},
                          after=(f"vectors/{i}/{e}",)) for (i, e), c in firsts.items()]
-    for position, (i, c) in enumerate(order):
-        if c.embedder is not None:
-            e = c.embedder.spec_id
-            inputs = {"collection": f"collection/{i}/{e}", "query_vectors": f"queries/{e}"}
-            if c.retriever.uses_sparse_collection:
-                inputs["hybrid_collection"] = f"hybrid/{i}/{e}"
-            # the chain names the vectors first: a failed embedding is the cause its index would only repeat
-            evaluate(position, i, c, inputs, (f"vectors/{i}/{e}", *inputs.values()))
+    for i, c in dense:
+        e = c.embedder.spec_id
+        inputs = {"collection": f"collection/{i}/{e}", "query_vectors": f"queries/{e}"}
+        if c.retriever.uses_sparse_collection:
+            inputs["hybrid_collection"] = f"hybrid/{i}/{e}"
+        # the chain names the vectors first: a failed embedding is the cause its index would only repeat
+        evaluate(position_of[c.config_id], i, c, inputs, (f"vectors/{i}/{e}", *inputs.values()))
     embeddings = (*(f"queries/{e}" for e in embedders), *(f"vectors/{i}/{e}" for i, e in first))
     return Graph(tuple(stages), chains, order, embeddings)

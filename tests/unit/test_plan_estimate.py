@@ -248,7 +248,7 @@ def test_a_budget_given_apart_from_the_file_wins_and_is_checked_as_the_files_is(
         with_budget(cfg, "8 hours")
 
 
-def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
+def test_budget_order_puts_bm25_first_then_one_config_of_every_pair_cheapest_first_then_the_rest():
     cfg = load_config(ROOT / "configs" / "demo.yaml")
     configs = cfg.expand()
     dense = [c for c in configs if c.embedder is not None]
@@ -258,14 +258,50 @@ def test_budget_order_puts_bm25_first_then_cheap_pairs_then_the_rest():
     assert sorted(c.config_id for c in ordered) == sorted(c.config_id for c in configs)
     n_bm25 = sum(c.embedder is None for c in configs)
     assert all(c.embedder is None for c in ordered[:n_bm25])
-    keys = [cost[(c.chunker.label, c.embedder.label)] for c in ordered[n_bm25:]]
-    assert keys == sorted(keys)  # cheapest pair first (the static model before MiniLM)
-    seen = set()
-    for c in ordered[n_bm25:]:  # within a pair, its first config in config order comes first
-        p = (c.chunker.label, c.embedder.label)
-        if p not in seen:
-            seen.add(p)
-            assert c == next(d for d in dense if (d.chunker.label, d.embedder.label) == p)
+    firsts, rest = ordered[n_bm25:n_bm25 + len(pairs)], ordered[n_bm25 + len(pairs):]
+    pair = lambda c: (c.chunker.label, c.embedder.label)  # noqa: E731
+    # every pair's first config (in config order) before any pair's second: one more pair over one more knob
+    assert [c.config_id for c in firsts] == [
+        next(d for d in dense if pair(d) == p).config_id for p in sorted(pairs, key=cost.get)]
+    assert [cost[pair(c)] for c in rest] == sorted(cost[pair(c)] for c in rest)  # then the rest, cheapest first
+
+
+def test_an_embedded_pair_keeps_the_seconds_of_its_first_config_from_the_stages_after_it():
+    """Embeddings run ahead of the dense configs: a later embedding (or another config) may not spend the seconds an
+    embedded pair's first config needs, else the night pays for vectors no config reads; the kept pairs' first
+    configs compete on their own price."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from ragbench.sweep.budget import OverBudget, StageClock
+
+    cfg = load_config(ROOT / "configs" / "demo.yaml")
+    dense = [c for c in cfg.expand() if c.embedder is not None]
+    pick = lambda chunker, model, kind: next(  # noqa: E731
+        c for c in dense if (c.chunker.label, c.embedder.label[:6], c.retriever.kind) == (chunker, model, kind))
+    minilm, static, minilm_hybrid = pick("whole", "all-Mi", "dense"), pick("whole", "static", "dense"), \
+        pick("whole", "all-Mi", "hybrid")
+    other = next(c for c in dense if c.chunker.label != "whole")
+    counts = WorkCounts(embeds=tuple(EmbedWork(c.chunker.label, c.embedder.label, 10, 0, 10, 1000)
+                                     for c in (minilm, static, other)), run=4)
+    rates = Rates(seconds_per_token={minilm.embedder.label: 0.01, static.embedder.label: 0.01},
+                  seconds_per_config=10.0, seconds_per_query=0.0, seconds_per_vector_indexed=0.0)
+    clock = StageClock(35.0, counts, rates, ["whole", other.chunker.label])
+    chunks = pl.DataFrame({"chunk_id": ["a"]})
+    embed = clock.embed_documents(lambda i, ch, emb: SimpleNamespace(computed=0, encode_seconds=0.0))
+    embed(0, chunks, minilm.embedder)  # 10 s + its first config 10 s fit in 35
+    embed(0, chunks, static.embedder)  # 10 + 10 + MiniLM's kept 10 fit in 35
+    assert clock.reserved() == 20.0
+    with pytest.raises(OverBudget, match=f"embedding {other.chunker.label}"):  # 10 + 10 + the two kept 20 > 35
+        embed(1, chunks, other.embedder)
+    evaluate = clock.evaluate(lambda *a, **k: None)
+    clock.budget_s = clock.elapsed() + 15.0
+    with pytest.raises(OverBudget, match="config "):  # a config of no kept pair may not spend their seconds
+        evaluate(1, other, None)
+    evaluate(0, static, None)  # a kept pair's first config: its own 10 s, though MiniLM's 10 are kept too
+    evaluate(0, minilm_hybrid, None)  # any config of the pair covers it
+    assert clock.reserved() == 0.0
 
 
 def test_padded_tokens_pay_each_batch_at_its_longest_text_cut_at_the_window():

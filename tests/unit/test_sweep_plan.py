@@ -131,6 +131,21 @@ def test_the_graph_is_data_named_inputs_in_waves_and_chains_per_config(dense_con
     assert [c for _, c in graph.order] == [c for ch in cfg.chunkers for c in configs if c.chunker == ch]
 
 
+def test_embeddings_and_dense_configs_are_submitted_in_the_order_given_positions_stay_by_chunker(dense_configs):
+    """A budget orders the work cheapest pair first (:func:`ragbench.sweep.budget.budget_order`); the graph must
+    submit it so, or a pool taking stages in turn spends the night chunker by chunker."""
+    cfg, configs = dense_configs
+    reordered = [c for c in configs if c.embedder is None] + [c for c in reversed(configs) if c.embedder is not None]
+    graph = sweep_graph(reordered, cfg.chunkers, _calls([]))
+    vectors = [s.output for s in graph.stages if s.output.startswith("vectors/")]
+    e = next(c for c in configs if c.embedder is not None).embedder.spec_id
+    assert vectors == [f"vectors/1/{e}", f"vectors/0/{e}"]  # the fixed chunker's pair first, as given
+    dense = [s.params["run_config"] for s in graph.stages
+             if s.output.startswith("evaluated/") and s.params["run_config"].embedder is not None]
+    assert dense == [c for c in reversed(configs) if c.embedder is not None]
+    assert [i for i, _ in graph.order] == sorted(i for i, _ in graph.order)  # tie-break positions: by chunker
+
+
 def test_executed_by_the_local_runner_a_failed_branch_stops_there_and_names_its_cause(dense_configs):
     cfg, configs = dense_configs
     log: list = []
