@@ -24,7 +24,7 @@ from pathlib import Path
 from ragbench.config import RunConfig, SweepConfig
 from ragbench.core.durations import parse_duration
 from ragbench.core.errors import ConfigError
-from ragbench.core.progress import log
+from ragbench.core.progress import log, rough_duration
 from ragbench.core.resources import memory_limit_bytes
 from ragbench.results.outcomes import OVER_BUDGET
 from ragbench.sweep.decide import SweepPlan
@@ -91,6 +91,8 @@ class StageClock:
         self.tokens = {(e.chunker, e.model): e.new_tokens for e in counts.embeds if e.chunker is not None}
         self.new_texts = {(e.chunker, e.model): e.new for e in counts.embeds if e.chunker is not None}
         self.screen_tokens = {(e.chunker, e.model): e.new_tokens for e in counts.screen}  # pooled texts
+        self.screen_texts = {(e.chunker, e.model): e.new for e in counts.screen}
+        self.screen_skipped = False  # :meth:`skip_screen`
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
         self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
         # per pair embedded (or under way) with no config started yet: the seconds kept for its collection and
@@ -132,6 +134,36 @@ class StageClock:
         same time, and the one that comes first runs."""
         with self._lock:
             return 0.0 if pair in self.owed else sum(self.owed.values())
+
+    def screen_fits(self, todo: list[RunConfig]) -> bool:
+        """Whether a screen still fits the budget (True without one): the seconds spent, the screen's pooled
+        embeddings (:attr:`screen_tokens` at the rates known now) and the configs of ``todo`` without an embedder
+        (BM25: they run after the screen, and first of all) end within it. A screen that does not fit is skipped,
+        logged: spent on the pool, the night would end with no config, where the budget alone orders the grid
+        cheapest pair first."""
+        if self.budget_s is None:
+            return True
+        pool = sum(stage_seconds("embed", 0, tokens, model, self.rates)
+                   for (_, model), tokens in self.screen_tokens.items())
+        cheap = sum(c.embedder is None for c in todo) * self.config_seconds(None)
+        spent = self.elapsed()
+        if spent + pool + cheap <= self.budget_s:
+            return True
+        log.warning("screen: skipped: its pooled embeddings (~%s) and the %d configs without an embedder would pass "
+                    "the budget of %s (%s spent); the budget orders the full grid instead, cheapest pair first",
+                    rough_duration(pool), sum(c.embedder is None for c in todo), rough_duration(self.budget_s),
+                    rough_duration(spent))
+        return False
+
+    def skip_screen(self) -> None:
+        """The screen will not run: each pair's embedding also encodes the pooled texts the plan left to the screen
+        (priced at nothing, they would let the budget start embeddings it cannot afford)."""
+        with self._lock:
+            for pair, tokens in self.screen_tokens.items():
+                self.tokens[pair] = self.tokens.get(pair, 0) + tokens
+                self.pending[pair] = self.pending.get(pair, 0) + tokens
+                self.new_texts[pair] = self.new_texts.get(pair, 0) + self.screen_texts.get(pair, 0)
+            self.screen_tokens, self.screen_texts, self.screen_skipped = {}, {}, True
 
     def left_seconds(self) -> float:
         """Estimated seconds of the planned work not yet done, at the rates measured so far: each embedding to
@@ -306,7 +338,9 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     clock.keep(plan.todo)  # each config priced by its kind once one of the kind is measured
     if budget_s is None:
         return clock, plan.todo
-    pairs = {(e.chunker, e.model): encode_seconds(e.model, e.new_tokens, rates) for e in counts.embeds}
-    log.info("budget %.0f s: configs without an embedder first, then each chunker x model pair, cheapest embedding "
-             "first, its first config before the rest", budget_s)
+    if pool is not None and not clock.screen_fits(plan.todo):
+        clock.skip_screen()
+    pairs = {pair: encode_seconds(pair[1], tokens, rates) for pair, tokens in clock.tokens.items()}
+    log.info("budget %.0f s: configs without an embedder first, then the first config of every chunker x model "
+             "pair, cheapest embedding first, then the rest", budget_s)
     return clock, budget_order(plan.todo, pairs)

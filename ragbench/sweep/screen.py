@@ -188,14 +188,15 @@ def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
                     started: float | None) -> tuple[object, list[RunConfig], list]:
     """A sweep's start: the plan's table and clock (:func:`~ragbench.sweep.budget.plan_clock`, ``options.budget``,
     the screen's pool priced in it), then the screen: ``(clock, the configs to run in order, the screened-out
-    outcomes)``; the clock then counts only the configs kept. The pool and the screen run as stages of
+    outcomes)``; the clock then counts only the configs kept. A screen that would pass the budget is skipped
+    (:meth:`~ragbench.sweep.budget.StageClock.screen_fits`). The pool and the screen run as stages of
     ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
     from ragbench.sweep.budget import plan_clock
 
     pool = options.runner.run("screen pool", screen_pool_of, cfg, ds, work) if screens(cfg, plan.todo) else None
     clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool)
     outcomes = []
-    if pool is not None:  # None: no screen, or its pool could not be cut
+    if pool is not None and not clock.screen_skipped:  # None: no screen, or its pool could not be cut
         todo, outcomes = options.runner.run("screen pairs", screen_configs, cfg, ds, work, todo, recorder, pool,
                                             PairTokens.of(clock))
     clock.keep(todo)

@@ -274,3 +274,25 @@ def test_the_prefect_flows_budget_parameter_is_checked_before_anything_runs_and_
     assert not (tmp_path / "home" / "results.duckdb").exists()
     # the flow's log handler left with it (it stayed on the ragbench logger, warning on every later log line)
     assert not any(isinstance(h, APILogHandler) for h in logging.getLogger("ragbench").handlers)
+
+
+def test_a_screen_the_budget_cannot_afford_is_skipped_and_its_pool_priced_into_each_pairs_embedding(
+        tmp_path, ragbench_log):
+    """A screened sweep under a budget: a screen whose pooled embeddings would pass the budget does not run (it
+    spent a 40 s demo budget on the pool, then refused every config, BM25 included); the grid is then ordered by
+    the budget alone, each pair's embedding priced with the pooled texts the plan had left to the screen."""
+    # a transformer: the static model's vectors are cut with the pool (it is one of the screen's cheap retrievers)
+    path = write_config(tmp_path / "s.yaml", SWEEP.replace("name: budgeted", "name: screened-budget")
+                        .replace("static-retrieval-m2v", "all-MiniLM-L6-v2") + "search: {strategy: screen}\n")
+    cfg, home = load_config(path), tmp_path / "home"
+    price_model_high(home, cfg.embedders[0])
+    res = _cli("sweep", path, "--orchestrator", "local", "--json", "--home", home, "--budget", "1h", "--no-report")
+    assert res.exit_code == 0, res.output
+    assert any(m.startswith("screen: skipped: its pooled embeddings") for m in ragbench_log), ragbench_log
+    status = {r["config_id"]: r["status"] for r in (json.loads(line) for line in res.stdout.splitlines()
+                                                     if line.startswith("{"))}
+    # the demo's 34 queries pool every one of its 36 documents: left to the screen, the full embeddings read as free
+    assert {status[c.config_id] for c in cfg.expand() if c.embedder is None} == {"finished"}
+    assert {status[c.config_id] for c in cfg.expand() if c.embedder is not None} == {"over_budget"}
+    store = ResultStore(home / "results.duckdb")
+    assert store.query("SELECT count(*) AS n FROM screening")["n"][0] == 0
