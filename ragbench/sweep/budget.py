@@ -135,26 +135,6 @@ class StageClock:
         with self._lock:
             return 0.0 if pair in self.owed else sum(self.owed.values())
 
-    def screen_fits(self, todo: list[RunConfig]) -> bool:
-        """Whether a screen still fits the budget (True without one): the seconds spent, the screen's pooled
-        embeddings (:attr:`screen_tokens` at the rates known now) and the configs of ``todo`` without an embedder
-        (BM25: they run after the screen, and first of all) end within it. A screen that does not fit is skipped,
-        logged: spent on the pool, the night would end with no config, where the budget alone orders the grid
-        cheapest pair first."""
-        if self.budget_s is None:
-            return True
-        pool = sum(stage_seconds("embed", 0, tokens, model, self.rates)
-                   for (_, model), tokens in self.screen_tokens.items())
-        cheap = sum(c.embedder is None for c in todo) * self.config_seconds(None)
-        spent = self.elapsed()
-        if spent + pool + cheap <= self.budget_s:
-            return True
-        log.warning("screen: skipped: its pooled embeddings (~%s) and the %d configs without an embedder would pass "
-                    "the budget of %s (%s spent); the budget orders the full grid instead, cheapest pair first",
-                    rough_duration(pool), sum(c.embedder is None for c in todo), rough_duration(self.budget_s),
-                    rough_duration(spent))
-        return False
-
     def skip_screen(self) -> None:
         """The screen will not run: each pair's embedding also encodes the pooled texts the plan left to the screen
         (priced at nothing, they would let the budget start embeddings it cannot afford)."""
@@ -307,6 +287,27 @@ def cost_kind(run_config: RunConfig) -> str:
     return r.kind + (" + rerank" if r.rerank else "") + (" + rewrite" if r.rewrite else "")
 
 
+def screen_fits(clock: StageClock, todo: list[RunConfig]) -> bool:
+    """Whether a screen still fits ``clock``'s budget (True without one): the seconds spent, the screen's pooled
+    embeddings (:attr:`StageClock.screen_tokens` at the rates known now) and the configs of ``todo`` without an embedder
+    (BM25: they run after the screen, and first of all) end within it. A screen that does not fit is skipped,
+    logged: spent on the pool, the night would end with no config, where the budget alone orders the grid
+    cheapest pair first."""
+    if clock.budget_s is None:
+        return True
+    pool = sum(stage_seconds("embed", 0, tokens, model, clock.rates)
+               for (_, model), tokens in clock.screen_tokens.items())
+    cheap = sum(c.embedder is None for c in todo) * clock.config_seconds(None)
+    spent = clock.elapsed()
+    if spent + pool + cheap <= clock.budget_s:
+        return True
+    log.warning("screen: skipped: its pooled embeddings (~%s) and the %d configs without an embedder would pass "
+                "the budget of %s (%s spent); the budget orders the full grid instead, cheapest pair first",
+                rough_duration(pool), sum(c.embedder is None for c in todo), rough_duration(clock.budget_s),
+                rough_duration(spent))
+    return False
+
+
 def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: float | None = None,
                pool=None) -> tuple[StageClock, list[RunConfig]]:
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
@@ -338,7 +339,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     clock.keep(plan.todo)  # each config priced by its kind once one of the kind is measured
     if budget_s is None:
         return clock, plan.todo
-    if pool is not None and not clock.screen_fits(plan.todo):
+    if pool is not None and not screen_fits(clock, plan.todo):
         clock.skip_screen()
     pairs = {pair: encode_seconds(pair[1], tokens, rates) for pair, tokens in clock.tokens.items()}
     log.info("budget %.0f s: configs without an embedder first, then the first config of every chunker x model "

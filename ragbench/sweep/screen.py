@@ -189,7 +189,7 @@ def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
     """A sweep's start: the plan's table and clock (:func:`~ragbench.sweep.budget.plan_clock`, ``options.budget``,
     the screen's pool priced in it), then the screen: ``(clock, the configs to run in order, the screened-out
     outcomes)``; the clock then counts only the configs kept. A screen that would pass the budget is skipped
-    (:meth:`~ragbench.sweep.budget.StageClock.screen_fits`). The pool and the screen run as stages of
+    (:func:`~ragbench.sweep.budget.screen_fits`). The pool and the screen run as stages of
     ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
     from ragbench.sweep.budget import plan_clock
 

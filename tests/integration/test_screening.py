@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import ROOT, price_model_high, write_config
+from conftest import ROOT, write_config
 from typer.testing import CliRunner
 
 from ragbench.cli import app
@@ -99,14 +99,14 @@ def test_a_screened_sweep_skips_the_bad_pair_and_keeps_the_values_of_the_rest(tm
 
 
 def test_a_resumed_screened_sweep_decides_on_the_prices_its_first_screen_stored(tmp_path, ragbench_log):
-    """Killed after its screen, the sweep resumes: its screen is computed again on the cached pool (no encoding left
-    to time: priced anew, it would take the stored calibration's rate) and decides on the prices the first run
-    stored. The kill is the state it leaves: the screen's rows stored, the sweep's row still ``running``."""
+    """Killed after its screen and its full embeds, the sweep resumes: its screen is computed again on the cached
+    pool (no encoding left to time: priced anew, its finished embed would cost nothing and the rest the stored
+    calibration's rate) and decides on the prices the first run stored. The kill is the state it leaves: the
+    screen's rows stored, the dense configs not finished, the sweep's row still ``running``."""
     path = write_config(tmp_path / "m.yaml", SWEEP.replace("depth: 1}", "depth: 1, margin: 0.02}"))
     cfg, home = load_config(path), tmp_path / "home"
-    price_model_high(home, cfg.embedders[0])  # the leader's full embed would take hours: refused by the budget
     first = CliRunner().invoke(app, ["sweep", str(path), "--orchestrator", "local", "--home", str(home),
-                                     "--budget", "1h", "--no-report"])
+                                     "--no-report"])
     assert first.exit_code == 0, first.output
     store = ResultStore(home / "results.duckdb")
     sweep_id = store.sweeps()["sweep_id"].to_list()[-1]
@@ -116,7 +116,11 @@ def test_a_resumed_screened_sweep_decides_on_the_prices_its_first_screen_stored(
     assert priced and "first screen" not in priced[-1]
     import duckdb
 
-    with duckdb.connect(str(home / "results.duckdb")) as con:  # as a kill -9 after the screen leaves it
+    fingerprint = store.sweep(sweep_id)["dataset_fingerprint"]
+    for c in cfg.expand():  # as a kill -9 after the full embeds leaves it: the dense configs not finished
+        if c.embedder is not None:
+            store.write_config_failure(sweep_id, c.config_id, c.name, c.spec(), fingerprint, "killed")
+    with duckdb.connect(str(home / "results.duckdb")) as con:
         con.execute("UPDATE sweeps SET status = 'running' WHERE sweep_id = ?", [sweep_id])
     again = CliRunner().invoke(app, ["sweep", str(path), "--orchestrator", "local", "--home", str(home),
                                      "--no-report"])
