@@ -79,10 +79,11 @@ class SweepConfig(Spec):
                                                          "worse than the leader on a pooled sub-corpus are not "
                                                          "embedded in full; recorded as screened_out)")
 
-    @field_validator("budget")
+    @field_validator("budget", mode="before")
     @classmethod
-    def _budget_is_a_duration(cls, budget: str | None) -> str | None:
+    def _budget_is_a_duration(cls, budget: object) -> str | None:
         if budget is not None:
+            budget = str(budget)  # a bare number (budget: 90) is refused as --budget 90 is: no unit
             parse_duration(budget)  # one message for the file and --budget
         return budget
 

@@ -236,6 +236,10 @@ def test_a_sweep_files_bad_budget_names_its_line_in_the_words_of_the_option(tmp_
     assert "bad.yaml:5: budget: '5 minutes' is not a duration; write e.g. 8h, 90m, 120s or 1h30m" in str(e.value)
     with pytest.raises(ConfigError, match="^budget '5 minutes' is not a duration; write e.g. 8h"):
         parse_budget("5 minutes")
+    bare = write_config(tmp_path / "bare.yaml", bad.read_text().replace("5 minutes", "90"))
+    with pytest.raises(ConfigError) as e:  # no unit: refused as --budget 90 is, in the same words
+        load_config(bare)
+    assert "bare.yaml:5: budget: '90' is not a duration; write e.g. 8h, 90m, 120s or 1h30m" in str(e.value)
     good = write_config(tmp_path / "good.yaml", bad.read_text().replace("5 minutes", "1h30m"))
     assert parse_budget(load_config(good).budget) == 5400
 
