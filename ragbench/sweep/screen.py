@@ -215,9 +215,15 @@ def screen_pool_of(cfg, ds, work) -> Pool | None:
 
 def screens(cfg, todo: list[RunConfig]) -> bool:
     """Whether a sweep of ``cfg`` running ``todo`` screens: ``search: {strategy: screen}``, at least two chunker x
-    model pairs, and a config to run that embeds."""
-    return (cfg.search.strategy == "screen" and len(_pairs(cfg)) >= 2
-            and any(c.embedder is not None for c in todo))
+    model pairs, and a config to run that embeds. A screen asked for that cannot run says why (logged)."""
+    if cfg.search.strategy != "screen":
+        return False
+    pairs, embeds = len(_pairs(cfg)), any(c.embedder is not None for c in todo)
+    if pairs >= 2 and embeds:
+        return True
+    log.info("screen: not run: %s; every config runs", f"the sweep has {pairs} chunker x model pair(s), a screen "
+             "compares two or more" if pairs < 2 else "no config left to run embeds (the rest are done or reused)")
+    return False
 
 
 def _pairs(cfg) -> dict[Pair, tuple[str, str]]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from conftest import ROOT, write_config
 
+from ragbench.config import load_config
 from ragbench.evaluation.paired_tests import holm_correction, pair_seed, paired_randomization_test, required_resamples
 from ragbench.results.outcomes import failure_status
-from ragbench.sweep.screen import Screen, pool_documents, screen_pairs
+from ragbench.sweep.screen import Screen, pool_documents, screen_pairs, screens
 
 
 def test_the_pool_is_the_judged_documents_and_each_runs_top_depth():
@@ -276,3 +278,23 @@ def test_a_resumed_sweep_decides_on_the_prices_its_first_screen_stored(tmp_path)
     assert stored_costs(stored.filter(pl.col("chunker") == "fixed"), LABELS) is None  # not every pair priced
     assert stored_costs(stored.with_columns(pl.lit(None, dtype=pl.Float64).alias("full_embed_cost")), LABELS) is None
     assert stored_costs(stored, {**LABELS, (2, "m"): ("recursive", "minilm")}) is None  # a pair the first run lacked
+
+
+def test_a_screen_asked_for_that_cannot_run_says_why(tmp_path, ragbench_log):
+    """``search: {strategy: screen}`` with one chunker x model pair, or nothing left to embed, runs every config:
+    said in the log, never silently."""
+    body = (f"name: s\ndataset: {{path: {ROOT / 'datasets' / 'demo'}}}\nchunkers: [{{kind: whole}}]\n"
+            "embedders: [{model: static-retrieval-m2v}]\nretrievers: [{kind: bm25}, {kind: dense}]\n")
+    one = load_config(write_config(tmp_path / "one.yaml", body + "search: {strategy: screen}\n"))
+    assert not screens(one, one.expand())
+    assert ragbench_log[-1] == ("screen: not run: the sweep has 1 chunker x model pair(s), a screen compares two or "
+                                "more; every config runs")
+    two = load_config(write_config(tmp_path / "two.yaml", body.replace("[{kind: whole}]", "[{kind: whole}, "
+                                                                       "{kind: fixed, size: 64, overlap: 0}]")
+                                   + "search: {strategy: screen}\n"))
+    assert not screens(two, [c for c in two.expand() if c.embedder is None])
+    assert ragbench_log[-1].startswith("screen: not run: no config left to run embeds")
+    n = len(ragbench_log)
+    assert screens(two, two.expand()) and len(ragbench_log) == n
+    grid = load_config(write_config(tmp_path / "grid.yaml", body))
+    assert not screens(grid, grid.expand()) and len(ragbench_log) == n  # a grid asked for nothing to say
