@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 
 import pytest
@@ -296,3 +297,25 @@ def test_a_screen_the_budget_cannot_afford_is_skipped_and_its_pool_priced_into_e
     assert {status[c.config_id] for c in cfg.expand() if c.embedder is not None} == {"over_budget"}
     store = ResultStore(home / "results.duckdb")
     assert store.query("SELECT count(*) AS n FROM screening")["n"][0] == 0
+
+
+@pytest.mark.parametrize("slowed", [2, 3])  # the first timing or the second (call 1 is the untimed warm-up)
+def test_the_calibration_keeps_the_faster_of_its_timings(tmp_path, monkeypatch, slowed):
+    """Whatever else the machine does while the sample is timed only adds time: a timing slowed by a second here is
+    not the rate kept, whichever it is."""
+    from ragbench.embedding import embed
+    from ragbench.sweep.calibrate import calibrate
+
+    real, calls = embed.encode_uncached, []
+
+    def slowed_once(texts, spec, role):
+        calls.append(len(texts))
+        if len(calls) == slowed:
+            time.sleep(1.0)
+        return real(texts, spec, role)
+
+    monkeypatch.setattr(embed, "encode_uncached", slowed_once)
+    spec = load_config(write_config(tmp_path / "c.yaml", SWEEP)).embedders[0]
+    cal = calibrate(tmp_path / "home", spec, [f"passage {i} about the sweep's calibration" for i in range(100)])
+    assert calls == [2, 64, 64]
+    assert cal.seconds_per_token * cal.tokens < 0.5  # the static model encodes 64 texts in milliseconds
