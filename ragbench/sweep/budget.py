@@ -95,6 +95,7 @@ class StageClock:
         self.screen_skipped = False  # :meth:`skip_screen`
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
         self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
+        self.running_seconds: dict[tuple[str, str], float] = {}  # and what each was priced at
         # per pair embedded (or under way) with no config started yet: the seconds kept for its collection and
         # first config, which later stages may not spend (embeddings run ahead of every dense config)
         self.owed: dict[tuple[str, str], float] = {}
@@ -145,6 +146,15 @@ class StageClock:
                 self.new_texts[pair] = self.new_texts.get(pair, 0) + self.screen_texts.get(pair, 0)
             self.screen_tokens, self.screen_texts, self.screen_skipped = {}, {}, True
 
+    def encoding_ahead(self, pair: tuple[str, str]) -> float:
+        """Seconds the embeddings under way (but ``pair``'s) are still priced at: an embedding that starts now ends
+        after them (they share the encoder and the cores; a runner that starts two at once made the second wait
+        for the first, and a 90 s budget ended at 137 s)."""
+        now = time.perf_counter()
+        with self._lock:
+            return sum(max(0.0, self.running_seconds[p] - (now - began))
+                       for p, began in self.running.items() if p != pair)
+
     def left_seconds(self) -> float:
         """Estimated seconds of the planned work not yet done, at the rates measured so far: each embedding to
         come priced in full, one under way less the seconds it has run (never below 0), and the configs left."""
@@ -194,14 +204,14 @@ class StageClock:
         def run(chunker_index, chunks, emb):
             pair = (self.labels[chunker_index], emb.label)
             tokens = self.tokens.get(pair, 0)
-            # priced with its collection and its pair's first config: an embedding that ends in time but leaves no
-            # config of its pair evaluated spends the night's seconds on nothing the morning can read
-            # and with what earlier pairs' first configs still need
+            # priced with its collection and first config (vectors no config reads are a night spent on nothing),
+            # with what kept pairs' first configs still need, and after the embeddings under way
             useful = stage_seconds("index", chunks.height, 0, None, self.rates) + self.config_seconds(None)
+            seconds = stage_seconds("embed", 0, tokens, emb.label, self.rates)
             self._check(f"embedding {pair[0]} x {pair[1]}",
-                        stage_seconds("embed", 0, tokens, emb.label, self.rates) + useful + self.reserved(pair))
+                        seconds + useful + self.reserved(pair) + self.encoding_ahead(pair))
             with self._lock:
-                self.running[pair] = time.perf_counter()
+                self.running[pair], self.running_seconds[pair] = time.perf_counter(), seconds
                 self.owed[pair] = useful
             try:
                 stats = fn(chunker_index, chunks, emb)
@@ -212,6 +222,7 @@ class StageClock:
             finally:
                 with self._lock:
                     self.running.pop(pair, None)
+                    self.running_seconds.pop(pair, None)
             with self._lock:
                 self.pending.pop(pair, None)
                 if stats.computed and stats.encode_seconds > 0 and tokens:
@@ -219,21 +230,11 @@ class StageClock:
                     rates[emb.label] = stats.encode_seconds / tokens
                     self.rates = replace(self.rates, seconds_per_token=rates)
             if self.home is not None and stats.computed == self.new_texts.get(pair):  # tokens are these texts'
-                self._learn(emb, stats.encode_seconds, tokens, stats.computed)
+                learn(self.home, emb, stats.encode_seconds, tokens, stats.computed)
             log.info("plan: %.0f s so far, ~%.0f s of planned work left (measured rates)%s", self.elapsed(),
                      self.left_seconds(), "" if self.budget_s is None else f"; budget {self.budget_s:.0f} s")
             return stats
         return run
-
-    def _learn(self, emb, seconds: float, tokens: int, texts: int) -> None:
-        from ragbench.sweep.calibrate import learn_rate
-
-        try:
-            if learn_rate(self.home, emb, seconds, tokens, texts) is not None:
-                log.info("calibration of %s: %.0f texts/s measured on %d texts of this sweep, kept for the next "
-                         "plan", emb.label, texts / seconds, texts)
-        except Exception as e:  # the calibration informs; it never stops a sweep
-            log.warning("calibration of %s not updated: %s", emb.label, e)
 
     def index(self, fn):
         def run(chunker_index, emb, index_spec, chunks, sparse):
@@ -277,6 +278,19 @@ class StageClock:
         with self._lock:
             self._eval.setdefault(kind, []).append(seconds)
             self.configs_left[kind if self.configs_left[kind] > 0 else None] -= 1
+
+
+def learn(home: Path, emb, seconds: float, tokens: int, texts: int) -> None:
+    """Keep the rate an embedding stage measured as ``emb``'s calibration in ``home``
+    (:func:`~ragbench.sweep.calibrate.learn_rate`), logged; a failure is logged, never raised."""
+    from ragbench.sweep.calibrate import learn_rate
+
+    try:
+        if learn_rate(home, emb, seconds, tokens, texts) is not None:
+            log.info("calibration of %s: %.0f texts/s measured on %d texts of this sweep, kept for the next "
+                     "plan", emb.label, texts / seconds, texts)
+    except Exception as e:  # the calibration informs; it never stops a sweep
+        log.warning("calibration of %s not updated: %s", emb.label, e)
 
 
 def cost_kind(run_config: RunConfig) -> str:

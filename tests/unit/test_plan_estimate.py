@@ -343,3 +343,41 @@ def test_a_sweep_with_no_finished_config_says_why_in_the_words_of_each_status(tm
     with pytest.raises(RagbenchError) as e:
         build_report(store, "s1")
     assert str(e.value) == "sweep s1 has no finished config with results (1 failed, 2 not run: over budget)"
+
+
+def test_an_embedding_is_priced_to_end_after_the_embeddings_under_way():
+    """A runner that starts two embeddings at once (Prefect's) makes the second wait for the encoder: priced as if
+    alone, both passed a 90 s budget on a 33-page manual and the sweep ended at 137 s."""
+    import threading
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from ragbench.sweep.budget import OverBudget, StageClock
+
+    cfg = load_config(ROOT / "configs" / "demo.yaml")
+    minilm, static = (next(c for c in cfg.expand() if c.embedder is not None and c.chunker.label == "whole"
+                           and c.embedder.label.startswith(m)) for m in ("all-Mini", "static"))
+    counts = WorkCounts(embeds=tuple(EmbedWork("whole", c.embedder.label, 10, 0, 10, 1000) for c in (minilm, static)),
+                        run=2)
+    rates = Rates(seconds_per_token={minilm.embedder.label: 0.01, static.embedder.label: 0.01},
+                  seconds_per_config=1.0, seconds_per_query=0.0, seconds_per_vector_indexed=0.0)
+    clock = StageClock(20.0, counts, rates, ["whole"])
+    chunks, began, release = pl.DataFrame({"chunk_id": ["a"]}), threading.Event(), threading.Event()
+
+    def encode(i, ch, emb):
+        if emb is minilm.embedder:
+            began.set()
+            release.wait(10)
+        return SimpleNamespace(computed=0, encode_seconds=0.0)
+
+    embed = clock.embed_documents(encode)
+    under_way = threading.Thread(target=embed, args=(0, chunks, minilm.embedder))
+    under_way.start()
+    assert began.wait(10)
+    with pytest.raises(OverBudget, match="embedding whole x static"):  # 10 + 1 + MiniLM's kept 1 and ~10 ahead > 20
+        embed(0, chunks, static.embedder)
+    release.set()
+    under_way.join(10)
+    assert clock.encoding_ahead(("whole", static.embedder.label)) == 0.0
+    embed(0, chunks, static.embedder)  # MiniLM done: 10 + 1 + its kept 1 fit in 20
