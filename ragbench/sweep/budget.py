@@ -94,8 +94,8 @@ class StageClock:
         self.screen_texts = {(e.chunker, e.model): e.new for e in counts.screen}
         self.screen_skipped = False  # :meth:`skip_screen`
         self.pending = dict(self.tokens)  # embeddings not yet done: the ETA's remaining work
-        self.running: dict[tuple[str, str], float] = {}  # embeddings under way: when each began
-        self.running_seconds: dict[tuple[str, str], float] = {}  # and what each was priced at
+        # embeddings under way: when each began, and the seconds it was priced at
+        self.running: dict[tuple[str, str], tuple[float, float]] = {}
         # per pair embedded (or under way) with no config started yet: the seconds kept for its collection and
         # first config, which later stages may not spend (embeddings run ahead of every dense config)
         self.owed: dict[tuple[str, str], float] = {}
@@ -152,8 +152,7 @@ class StageClock:
         for the first, and a 90 s budget ended at 137 s)."""
         now = time.perf_counter()
         with self._lock:
-            return sum(max(0.0, self.running_seconds[p] - (now - began))
-                       for p, began in self.running.items() if p != pair)
+            return sum(max(0.0, seconds - (now - began)) for p, (began, seconds) in self.running.items() if p != pair)
 
     def left_seconds(self) -> float:
         """Estimated seconds of the planned work not yet done, at the rates measured so far: each embedding to
@@ -161,7 +160,7 @@ class StageClock:
         now = time.perf_counter()
         with self._lock:
             embeds = sum(max(0.0, stage_seconds("embed", 0, tokens, pair[1], self.rates)
-                             - (now - self.running[pair] if pair in self.running else 0.0))
+                             - (now - self.running[pair][0] if pair in self.running else 0.0))
                          for pair, tokens in self.pending.items())
             return embeds + sum(max(0, n) * self.config_seconds(kind) for kind, n in self.configs_left.items())
 
@@ -211,7 +210,7 @@ class StageClock:
             self._check(f"embedding {pair[0]} x {pair[1]}",
                         seconds + useful + self.reserved(pair) + self.encoding_ahead(pair))
             with self._lock:
-                self.running[pair], self.running_seconds[pair] = time.perf_counter(), seconds
+                self.running[pair] = (time.perf_counter(), seconds)
                 self.owed[pair] = useful
             try:
                 stats = fn(chunker_index, chunks, emb)
@@ -222,7 +221,6 @@ class StageClock:
             finally:
                 with self._lock:
                     self.running.pop(pair, None)
-                    self.running_seconds.pop(pair, None)
             with self._lock:
                 self.pending.pop(pair, None)
                 if stats.computed and stats.encode_seconds > 0 and tokens:
@@ -303,22 +301,21 @@ def cost_kind(run_config: RunConfig) -> str:
 
 def screen_fits(clock: StageClock, todo: list[RunConfig]) -> bool:
     """Whether a screen still fits ``clock``'s budget (True without one): the seconds spent, the screen's pooled
-    embeddings (:attr:`StageClock.screen_tokens` at the rates known now) and the configs of ``todo`` without an embedder
-    (BM25: they run after the screen, and first of all) end within it. A screen that does not fit is skipped,
+    embeddings (:attr:`StageClock.screen_tokens` at the rates known now) and the configs of ``todo`` without an
+    embedder (BM25: they run after the screen, and first of all) end within it. A screen that does not fit is skipped,
     logged: spent on the pool, the night would end with no config, where the budget alone orders the grid
     cheapest pair first."""
     if clock.budget_s is None:
         return True
     pool = sum(stage_seconds("embed", 0, tokens, model, clock.rates)
                for (_, model), tokens in clock.screen_tokens.items())
-    cheap = sum(c.embedder is None for c in todo) * clock.config_seconds(None)
+    n_cheap = sum(c.embedder is None for c in todo)
     spent = clock.elapsed()
-    if spent + pool + cheap <= clock.budget_s:
+    if spent + pool + n_cheap * clock.config_seconds(None) <= clock.budget_s:
         return True
     log.warning("screen: skipped: its pooled embeddings (~%s) and the %d configs without an embedder would pass "
                 "the budget of %s (%s spent); the budget orders the full grid instead, cheapest pair first",
-                rough_duration(pool), sum(c.embedder is None for c in todo), rough_duration(clock.budget_s),
-                rough_duration(spent))
+                rough_duration(pool), n_cheap, rough_duration(clock.budget_s), rough_duration(spent))
     return False
 
 
