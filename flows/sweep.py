@@ -216,10 +216,12 @@ def publish_artifacts(published: Published) -> int:
 @flow(name="ragbench-sweep", flow_run_name=_flow_run_name, log_prints=True,
       task_runner=ThreadPoolTaskRunner(max_workers=SWEEP_TASK_THREADS))
 def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, fresh: bool = False,
-               workers=None, budget: str | None = None) -> SweepResult:
+               workers=None, budget: str | None = None, budget_from: float | None = None) -> SweepResult:
     """Run (or resume) the sweep described by ``config_path``, then publish its report and artifacts (``fresh``:
     re-evaluate every config; ``workers``: where embedding shards run, by default a Dask scheduler named by
-    ``RAGBENCH_DASK_ADDRESS`` when set, else here; ``budget``: a duration that overrides the file's ``budget:``)."""
+    ``RAGBENCH_DASK_ADDRESS`` when set, else here; ``budget``: a duration that overrides the file's ``budget:``;
+    ``budget_from``: the wall-clock time, :func:`time.time`, it counts from, the command's start; default: the
+    sweep's)."""
     handler, own = _attach_run_logs(), False
     try:  # whatever fails, even the checks below, the handler is detached: it would outlive the run otherwise
         cfg, settings = load_config(config_path), Settings.from_env()
@@ -230,7 +232,7 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
             check_server(settings.dask_address, "Dask scheduler")  # seconds, one line, before any connect retries
             workers, own = DaskWorkers(address=settings.dask_address), True
         result = run_sweep(cfg, settings, SweepOptions(runner=PrefectStageRunner(), home=home, fresh=fresh,
-                                                    workers=workers))
+                                                    workers=workers, budget_from=budget_from, publish_after=publish))
         if publish:
             published = publish_sweep(result.sweep_id, sweep_settings(cfg, settings, home), mlflow=cfg.output.mlflow)
             PUBLISHED[result.sweep_id] = published  # the CLI prints where the report and the MLflow run are

@@ -1,6 +1,20 @@
-"""The first line of ``ragbench sweep``, written before anything heavy is imported."""
+"""The first line of ``ragbench sweep``, written before anything heavy is imported, and when the command
+started."""
 
 import sys
+import time
+
+_PROCESS_STARTED = time.time()  # before anything heavy is imported: the entry point imports this module first
+_sweeps_begun = [0]
+
+
+def sweep_started() -> float:
+    """When the sweep command now beginning started (wall clock, :func:`time.time`; a ``--budget`` counts from it,
+    as the person who set it waits): the process's start when the process was started as ``ragbench sweep``
+    (:data:`ANNOUNCED`) and this is its first sweep, else now (tests and notebooks call the command in a process
+    started long before). Call it once, as the command begins."""
+    _sweeps_begun[0] += 1
+    return _PROCESS_STARTED if ANNOUNCED and _sweeps_begun[0] == 1 else time.time()
 
 
 def _announce_sweep(argv: list[str]) -> bool:

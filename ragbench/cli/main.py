@@ -151,7 +151,9 @@ def sweep(
     holds results.duckdb, finished configs wait in `<home>/spool` and are merged when it frees. Exit code 1 when any
     config failed or results are left in the spool, 2 on invalid input.
     """
-    from ragbench.cli.announce import ANNOUNCED
+    from ragbench.cli.announce import ANNOUNCED, sweep_started
+
+    started = sweep_started()
 
     if not ANNOUNCED:  # at once: the imports below take seconds
         console.print(f"starting sweep {config} …", highlight=False)
@@ -190,14 +192,15 @@ def sweep(
                 from flows.sweep import PUBLISHED, sweep_flow
 
                 result = sweep_flow(str(config), home=str(settings.home), publish=report, fresh=fresh, workers=pool,
-                                    budget=cfg.budget)
+                                    budget=cfg.budget, budget_from=started)
                 published = PUBLISHED.pop(result.sweep_id, None)
             else:
                 from ragbench.sweep import publish_sweep, run_sweep
 
                 console.print(f"sweep {cfg.name}: {n} configs, plain Python", highlight=False)
                 # the home resolved above, passed on: the sweep file must not override it a second time
-                result = run_sweep(cfg, settings, home=settings.home, fail_fast=fail_fast, fresh=fresh, workers=pool)
+                result = run_sweep(cfg, settings, home=settings.home, fail_fast=fail_fast, fresh=fresh, workers=pool,
+                                   budget_from=started, publish_after=report)
                 if report:
                     published = publish_sweep(result.sweep_id, settings, mlflow=cfg.output.mlflow)
         finally:

@@ -106,6 +106,7 @@ class StageClock:
         self._eval: dict[str, list[float]] = {}  # measured seconds per config, by cost kind
         self._lock = threading.RLock()  # the progress thread reads what the stages' threads update
         self.refused = 0
+        self.wrap_up_s = 0.0  # seconds kept for what follows the last stage (closing, the report): plan_clock
 
     def keep(self, configs: list[RunConfig]) -> None:
         """Only ``configs`` are left to run (the screen took the others out): the ETA forgets the rest's work."""
@@ -121,11 +122,11 @@ class StageClock:
         if self.budget_s is None:
             return
         spent = self.elapsed()
-        if spent + seconds > self.budget_s:
+        if spent + seconds + self.wrap_up_s > self.budget_s:
             with self._lock:
                 self.refused += 1
-            log.warning("budget: %s not started: %.0f s spent + ~%.0f s would pass the budget of %.0f s", what,
-                        spent, seconds, self.budget_s)
+            log.warning("budget: %s not started: %.0f s spent + ~%.0f s would pass the budget of %.0f s%s", what,
+                        spent, seconds, self.budget_s, kept_words(self))
             raise OverBudget(what)
 
     def reserved(self, pair: tuple[str, str] | None = None) -> float:
@@ -299,6 +300,12 @@ def cost_kind(run_config: RunConfig) -> str:
     return r.kind + (" + rerank" if r.rerank else "") + (" + rewrite" if r.rewrite else "")
 
 
+def kept_words(clock: StageClock) -> str:
+    """``, ~N s of it kept for the wrap-up (closing, report)`` when ``clock`` keeps seconds for it, else nothing."""
+    kept = clock.wrap_up_s
+    return f", ~{kept:.0f} s of it kept for the wrap-up (closing, report)" if kept >= 0.5 else ""
+
+
 def screen_fits(clock: StageClock, todo: list[RunConfig]) -> bool:
     """Whether a screen still fits ``clock``'s budget (True without one): the seconds spent, the screen's pooled
     embeddings (:attr:`StageClock.screen_tokens` at the rates known now) and the configs of ``todo`` without an
@@ -311,18 +318,20 @@ def screen_fits(clock: StageClock, todo: list[RunConfig]) -> bool:
                for (_, model), tokens in clock.screen_tokens.items())
     n_cheap = sum(c.embedder is None for c in todo)
     spent = clock.elapsed()
-    if spent + pool + n_cheap * clock.config_seconds(None) <= clock.budget_s:
+    if spent + pool + n_cheap * clock.config_seconds(None) + clock.wrap_up_s <= clock.budget_s:
         return True
     log.warning("screen: skipped: its pooled embeddings (~%s) and the %d configs without an embedder would pass "
-                "the budget of %s (%s spent); the budget orders the full grid instead, cheapest pair first",
-                rough_duration(pool), n_cheap, rough_duration(clock.budget_s), rough_duration(spent))
+                "the budget of %s (%s spent)%s; the budget orders the full grid instead, cheapest pair first",
+                rough_duration(pool), n_cheap, rough_duration(clock.budget_s), rough_duration(spent),
+                kept_words(clock))
     return False
 
 
 def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: float | None = None,
-               pool=None) -> tuple[StageClock, list[RunConfig]]:
+               pool=None, wrap_up: float = 0.0) -> tuple[StageClock, list[RunConfig]]:
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
-    against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, and the configs
+    against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, keeping
+    ``wrap_up`` seconds of it for what follows the last stage (:mod:`ragbench.sweep.wrap_up`), and the configs
     to run: in the order :func:`budget_order` gives when there is a budget, else in config order. Without a budget
     a model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
     sweep has measured it). ``pool``: a screened sweep's (:func:`~ragbench.sweep.screen.screen_pool_of`), priced
@@ -350,9 +359,11 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     clock.keep(plan.todo)  # each config priced by its kind once one of the kind is measured
     if budget_s is None:
         return clock, plan.todo
+    clock.wrap_up_s = wrap_up
     if pool is not None and not screen_fits(clock, plan.todo):
         clock.skip_screen()
     pairs = {pair: encode_seconds(pair[1], tokens, rates) for pair, tokens in clock.tokens.items()}
-    log.info("budget %.0f s: configs without an embedder first, then the first config of every chunker x model "
-             "pair, cheapest embedding first, then the rest", budget_s)
+    log.info("budget %.0f s (%.0f s spent)%s: configs without an embedder first, then the "
+             "first config of every chunker x model pair, cheapest embedding first, then the rest", budget_s,
+             clock.elapsed(), kept_words(clock))
     return clock, budget_order(plan.todo, pairs)

@@ -45,6 +45,7 @@ from ragbench.sweep.screen import plan_and_screen
 from ragbench.sweep.stages import preflight
 from ragbench.sweep.tracking import open_sweep_tracking
 from ragbench.sweep.work import MODEL_SLOTS, StageWork
+from ragbench.sweep.wrap_up import CLOSE, remember_wrap_up
 
 __all__ = ["MODEL_SLOTS", "SweepOptions", "experiment_name", "run_sweep", "sweep_settings"]
 
@@ -54,7 +55,10 @@ class SweepOptions:
     """How a sweep runs: ``runner`` (default :class:`~ragbench.sweep.runner.LocalRunner`), ``home`` (the CLI's
     ``--home``), ``fail_fast`` (stop at the first failing config), ``fresh`` (no resume, no reuse), ``workers``
     (where embedding shards run; default here), ``budget`` (seconds: no expensive stage starts that would end
-    after it, :mod:`ragbench.sweep.budget`; None: the sweep file's ``budget:``, else none)."""
+    after it, :mod:`ragbench.sweep.budget`; None: the sweep file's ``budget:``, else none), ``budget_from`` (the
+    wall-clock time, :func:`time.time`, the budget counts from: the command's start; None: this call's),
+    ``publish_after`` (the caller publishes the report once the sweep returns, as the CLI and the flow do: the
+    budget keeps its seconds too, :mod:`ragbench.sweep.wrap_up`)."""
 
     runner: StageRunner | None = None
     home: Path | str | None = None
@@ -62,6 +66,8 @@ class SweepOptions:
     fresh: bool = False
     workers: Workers | None = None
     budget: float | None = None  # seconds (the CLI's --budget; the sweep file's budget: when None)
+    budget_from: float | None = None
+    publish_after: bool = False
 
 
 def sweep_settings(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> Settings:
@@ -104,7 +110,9 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, options: Sweep
     others go on. Two processes never run the same sweep at once: the second fails with a message naming the first.
     """
     options = replace(options or SweepOptions(), **overrides)
-    started = time.perf_counter()  # a budget counts from here
+    started = time.perf_counter()  # a budget counts from here, or from the command's start when given
+    if options.budget_from is not None:
+        started -= max(0.0, time.time() - options.budget_from)
     settings = sweep_settings(cfg, settings, options.home).apply()
     preflight(cfg, settings)
     home = settings.ensure_home()
@@ -177,7 +185,7 @@ class _Sweep:
         with progress(f"sweep {cfg.name}: configs", len(todo), eta=self.clock.eta_seconds) as advance:
             recorder.advance = advance
             outcomes += self._execute(todo, work, recorder)
-
+        closing = time.perf_counter()  # what follows the last stage, timed for the next budget (wrap_up)
         outcomes = self._with_stored_metrics(outcomes, sweep_id)
         for o in outcomes:
             if o.reused_from:
@@ -191,6 +199,7 @@ class _Sweep:
         finally:  # results that stay spooled are logged to MLflow when they are merged
             tracking.close(outcomes, n_failed, len(configs))
             work.index.close()
+        remember_wrap_up(self.home, CLOSE, len(configs), time.perf_counter() - closing)
         seconds = time.perf_counter() - t0
         log.info("sweep %s done in %.1f s: %d configs (%d reused), %d failed, %d vectors computed", sweep_id, seconds,
                  len(configs), len(plan.reused), n_failed, sum(s.computed for s in work.embed_stats))
@@ -198,8 +207,7 @@ class _Sweep:
                            cfg.metrics.primary, cfg.metrics.show)
 
     def _read(self, read, default):
-        """``read()``, or ``default`` once results.duckdb proves unreadable (another process writes it): the sweep
-        then reads nothing more from it and evaluates what it would have resumed or reused."""
+        """``read()``, or ``default`` once results.duckdb has proved unreadable (another process writes it)."""
         if not self.can_read:
             return default
         try:

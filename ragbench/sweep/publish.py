@@ -30,6 +30,7 @@ from ragbench.reporting.write import write_html_report
 from ragbench.results.night import sweep_children
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import default_tracking_uri, open_tracker, run_url
+from ragbench.sweep.wrap_up import PUBLISH, remember_wrap_up
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ def publish_sweep(sweep_id: str, settings: Settings, *, out_dir: Path | None = N
     and checked to stay inside the home) and, when the sweep has an MLflow parent run and ``mlflow`` is on,
     summarize the sweep on it and plot each config on its child run (``config_plots``)."""
     home = Path(settings.home)
+    began = time.perf_counter()  # timed for the next budget (wrap_up)
     store = ResultStore(home / "results.duckdb")
     try:
         report = build_report(store, sweep_id)
@@ -68,6 +70,7 @@ def publish_sweep(sweep_id: str, settings: Settings, *, out_dir: Path | None = N
             url = _summarize_on_mlflow(store, report, settings, html, config_plots)
         except Exception as e:
             log.warning("MLflow: could not summarize sweep %s on run %s: %s", sweep_id, run_id, _first_line(e))
+    remember_wrap_up(home, PUBLISH, report.configs.height, time.perf_counter() - began)
     return Published(sweep_id, report, html, run_id, url)
 
 

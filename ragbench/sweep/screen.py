@@ -188,13 +188,16 @@ def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
                     started: float | None) -> tuple[object, list[RunConfig], list]:
     """A sweep's start: the plan's table and clock (:func:`~ragbench.sweep.budget.plan_clock`, ``options.budget``,
     the screen's pool priced in it), then the screen: ``(clock, the configs to run in order, the screened-out
-    outcomes)``; the clock then counts only the configs kept. A screen that would pass the budget is skipped
-    (:func:`~ragbench.sweep.budget.screen_fits`). The pool and the screen run as stages of
-    ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
+    outcomes)``; the clock then counts only the configs kept and keeps from the budget the seconds that follow the
+    last stage (closing the sweep, and publishing it when ``options.publish_after``: :mod:`ragbench.sweep.wrap_up`).
+    A screen that would pass the budget is skipped (:func:`~ragbench.sweep.budget.screen_fits`). The pool and the
+    screen run as stages of ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
     from ragbench.sweep.budget import plan_clock
+    from ragbench.sweep.wrap_up import CLOSE, PUBLISH, wrap_up_seconds
 
     pool = options.runner.run("screen pool", screen_pool_of, cfg, ds, work) if screens(cfg, plan.todo) else None
-    clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool)
+    wrap_up = wrap_up_seconds(home, len(plan.decisions), (CLOSE, PUBLISH) if options.publish_after else (CLOSE,))
+    clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool, wrap_up)
     outcomes = []
     if pool is not None and not clock.screen_skipped:  # None: no screen, or its pool could not be cut
         todo, outcomes = options.runner.run("screen pairs", screen_configs, cfg, ds, work, todo, recorder, pool,

@@ -224,6 +224,30 @@ def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp
         assert _values(store, again.sweep_id, c) == _values(ref_store, reference.sweep_id, c), c
 
 
+def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home_measured(tmp_path, settings):
+    """Started an hour ago with an hour's budget, nothing starts (BM25 included); the sweep's close and its
+    report are timed into the home, and a report measured as dear keeps a budget from every stage when the caller
+    publishes after the sweep, and from none when it does not."""
+    from ragbench.sweep import publish_sweep
+    from ragbench.sweep.wrap_up import CLOSE, PUBLISH, remember_wrap_up, wrap_up_path
+
+    cfg = load_config(write_config(tmp_path / "b.yaml", SWEEP))
+    home, n = tmp_path / "home", len(cfg.expand())
+    late = run_sweep(cfg, settings.with_home(home), budget=3600.0, budget_from=time.time() - 3600)
+    assert {o.status for o in late.outcomes} == {"over_budget"}
+    assert json.loads(wrap_up_path(home).read_text())[CLOSE]["configs"] == n
+    done = run_sweep(cfg, settings.with_home(home))  # no budget: it finishes
+    assert {o.status for o in done.outcomes} == {"finished"}
+    assert publish_sweep(done.sweep_id, settings.with_home(home), mlflow=False).html is not None
+    publish = json.loads(wrap_up_path(home).read_text())[PUBLISH]
+    assert publish["configs"] == n and publish["seconds"] > 0
+    remember_wrap_up(home, PUBLISH, 1, 3600.0)  # an hour a config
+    kept = run_sweep(cfg, settings.with_home(home), budget=3600.0, fresh=True, publish_after=True)
+    assert {o.status for o in kept.outcomes} == {"over_budget"}
+    free = run_sweep(cfg, settings.with_home(home), budget=3600.0, fresh=True, publish_after=False)
+    assert {o.status for o in free.outcomes} == {"finished"}
+
+
 def test_encoded_tokens_are_what_the_encoder_computes_on():
     """A transformer pays for each batch (longest first by characters, as the embed stage sorts) padded to its
     longest text in tokens, cut at its window, [CLS] and [SEP] counted; a static model pays for its tokens."""

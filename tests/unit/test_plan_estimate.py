@@ -381,3 +381,63 @@ def test_an_embedding_is_priced_to_end_after_the_embeddings_under_way():
     under_way.join(10)
     assert clock.encoding_ahead(("whole", static.embedder.label)) == 0.0
     embed(0, chunks, static.embedder)  # MiniLM done: 10 + 1 + its kept 1 fit in 20
+
+
+def test_the_wrap_up_is_priced_per_config_from_what_this_home_measured_last_else_the_default(tmp_path):
+    from ragbench.sweep.wrap_up import (CLOSE, DEFAULT_SECONDS_PER_CONFIG, PUBLISH, remember_wrap_up,
+                                        wrap_up_path, wrap_up_seconds)
+
+    default = DEFAULT_SECONDS_PER_CONFIG
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * (default[CLOSE] + default[PUBLISH]))
+    remember_wrap_up(tmp_path, CLOSE, 20, 2.0)
+    remember_wrap_up(tmp_path, PUBLISH, 40, 100.0)  # 2.5 s a config
+    remember_wrap_up(tmp_path, PUBLISH, 20, 8.0)  # the last one wins: 0.4 s a config
+    remember_wrap_up(tmp_path, PUBLISH, 0, 50.0)  # no config: nothing to learn from
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * 0.1 + 10 * 0.4)
+    assert wrap_up_seconds(tmp_path, 10, (CLOSE,)) == pytest.approx(1.0)  # no report after the sweep
+    # a part recorded wrong is priced at its default, the other as measured; a damaged file at the defaults
+    wrap_up_path(tmp_path).write_text('{"close": {"configs": 0, "seconds": 1}, "publish": {"configs": 5, '
+                                      '"seconds": "NaN"}}')
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * (default[CLOSE] + default[PUBLISH]))
+    wrap_up_path(tmp_path).write_text('{"close": {"configs": 4, "seconds": 2}, "publish": [1]}')
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(5.0 + 10 * default[PUBLISH])
+    wrap_up_path(tmp_path).write_bytes(b"\x00{not json")
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * (default[CLOSE] + default[PUBLISH]))
+    remember_wrap_up(tmp_path, CLOSE, 10, 3.0)  # a damaged file is written anew, not kept
+    assert wrap_up_seconds(tmp_path, 10, (CLOSE,)) == pytest.approx(3.0)
+
+
+def test_the_budget_keeps_the_wrap_ups_seconds_from_every_stage(ragbench_log):
+    """A config that fits the budget alone does not start when the seconds kept for closing the sweep and its
+    report would then pass it; the refusal says how much was kept."""
+    from ragbench.sweep.budget import OverBudget, StageClock
+
+    def clock(kept: float) -> StageClock:
+        c = StageClock(5.0, WorkCounts(run=1), Rates(seconds_per_config=1.0, seconds_per_query=0.0), [])
+        c.wrap_up_s = kept
+        return c
+
+    config = next(c for c in load_config(ROOT / "configs" / "demo.yaml").expand() if c.embedder is None)
+    clock(3.5).evaluate(lambda *a: None)(0, config, None)  # ~0 s spent + ~1 s + 3.5 s kept: within 5 s
+    assert not ragbench_log
+    with pytest.raises(OverBudget, match="config "):
+        clock(4.5).evaluate(lambda *a: None)(0, config, None)
+    assert ragbench_log[-1].endswith("would pass the budget of 5 s, ~4 s of it kept for the wrap-up (closing, "
+                                     "report)"), ragbench_log
+
+
+def test_a_sweep_command_counts_its_budget_from_the_process_start_only_in_a_process_started_for_it(monkeypatch):
+    """``ragbench sweep`` started as a command: from the process's start (imports and Prefect's start are waited
+    for too); called again in that process, or in one started for something else (tests, notebooks): from now."""
+    import time
+
+    from ragbench.cli import announce
+
+    monkeypatch.setattr(announce, "_sweeps_begun", [0])
+    monkeypatch.setattr(announce, "_PROCESS_STARTED", time.time() - 60)
+    monkeypatch.setattr(announce, "ANNOUNCED", True)
+    assert announce.sweep_started() == announce._PROCESS_STARTED
+    assert time.time() - announce.sweep_started() < 1  # a second sweep in the same process
+    monkeypatch.setattr(announce, "_sweeps_begun", [0])
+    monkeypatch.setattr(announce, "ANNOUNCED", False)
+    assert time.time() - announce.sweep_started() < 1
