@@ -138,10 +138,12 @@ def sweep(
     report: Annotated[bool, typer.Option(help="write the HTML report and put the answer on the MLflow parent "
                                               "run when the sweep ends")] = True,
     budget: Annotated[Optional[str], typer.Option(help="time budget (8h, 90m, 120s; default: the sweep file's "
-                                                       "budget:): BM25 first, then one config of every chunker x "
-                                                       "model pair, cheapest first, then the rest; no expensive "
-                                                       "stage starts that would end after it; configs left are "
-                                                       "over_budget (exit 0), the next run continues")] = None,
+                                                       "budget:), counted from this command's start, the "
+                                                       "seconds of its report kept: BM25 first, then one config of "
+                                                       "every chunker x model pair, cheapest first, then the rest; "
+                                                       "no expensive stage starts that would end after it; configs "
+                                                       "left are over_budget (exit 0), the next run "
+                                                       "continues")] = None,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
