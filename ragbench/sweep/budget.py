@@ -347,7 +347,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
         counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=budget_s is not None,
                                      pool=pool)
         rates = rates_of(cals)
-        forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes())
+        forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes(), wrap_up)
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
                  len(plan.reused), len(plan.done), "\n".join(plan_lines(forecast)))
         if (warning := forecast.memory_warning()) is not None:

@@ -31,6 +31,7 @@ class Forecast:
     estimate: Estimate
     calibrations: dict[str, Calibration]
     memory_limit: int | None = None
+    wrap_up_seconds: float = 0.0  # after the last stage: closing the sweep, its report (ragbench.sweep.wrap_up)
 
     def memory_warning(self) -> str | None:
         """One line when the estimated peak memory is over the memory this process may use, else None."""
@@ -171,9 +172,13 @@ def rates_of(calibrations: dict[str, Calibration]) -> Rates:
 def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path, pool=None,
              recalibrate: bool = False) -> Forecast:
     """Count the work of ``plan`` (``pool``: a screened sweep's, see :func:`count_work`; ``recalibrate``: each model
-    with texts to embed measured afresh) and price it (:func:`~ragbench.sweep.estimate.estimate`)."""
+    with texts to embed measured afresh) and price it (:func:`~ragbench.sweep.estimate.estimate`), what follows
+    the last stage as this home measured it (:func:`~ragbench.sweep.wrap_up.wrap_up_seconds`) apart."""
+    from ragbench.sweep.wrap_up import wrap_up_seconds
+
     counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool, recalibrate=recalibrate)
-    return Forecast(counts, estimate(counts, rates_of(cals)), cals, memory_limit_bytes())
+    return Forecast(counts, estimate(counts, rates_of(cals)), cals, memory_limit_bytes(),
+                    wrap_up_seconds(home, len(plan.decisions)))
 
 
 #: a screen pool at least this share of the corpus' documents gets a hint to lower ``search.depth``: a pair
@@ -204,6 +209,9 @@ def plan_lines(f: Forecast) -> list[str]:
                     if e.unpriced else "")
                  + f"; disk +{e.disk_bytes / 2**20:.1f} MiB; peak memory ~{e.peak_memory_bytes / 2**20:.0f} MiB "
                    f"({', '.join(f'{k} {v / 2**20:.0f}' for k, v in e.memory.items() if v >= 2**19)})")
+    if f.wrap_up_seconds >= 0.5:
+        lines.append(f"  then ~{rough_duration(f.wrap_up_seconds)} closing the sweep and its report (as this home "
+                     f"last measured them, per config; not in the total)")
     if (warning := f.memory_warning()) is not None:
         lines.append(f"  memory: {warning}")
     if e.pair_seconds:
@@ -221,16 +229,16 @@ def plan_lines(f: Forecast) -> list[str]:
 
 def plan_json(f: Forecast) -> dict:
     """The plan as a JSON-ready dict: ``rows`` (stage, what, count, cached, seconds), ``total_seconds`` (a screened
-    sweep's if the screen keeps every pair), ``disk_bytes``, ``peak_memory_bytes`` (and its parts, ``memory_bytes``:
-    :func:`~ragbench.sweep.estimate.memory_parts`; ``memory_limit_bytes``: what this process may use), ``configs``
-    (run, reuse, skip),
+    sweep's if the screen keeps every pair; ``wrap_up_seconds`` follow it, not in it), ``disk_bytes``,
+    ``peak_memory_bytes`` (and its parts, ``memory_bytes``: :func:`~ragbench.sweep.estimate.memory_parts`;
+    ``memory_limit_bytes``: what this process may use), ``configs`` (run, reuse, skip),
     ``texts_to_embed`` (the screen's included), the calibrations, ``uncalibrated`` (models whose encoding is not
     priced), and on a screened sweep ``screen`` (``pool_documents``, ``pool_share`` of the corpus' documents,
     ``pairs``, ``floor_seconds``: the total if the screen keeps only the cheapest pair)."""
     e, c = f.estimate, f.counts
     return {"rows": [asdict(r) for r in e.rows], "total_seconds": e.total_seconds, "disk_bytes": e.disk_bytes,
             "peak_memory_bytes": e.peak_memory_bytes, "memory_bytes": dict(e.memory),
-            "memory_limit_bytes": f.memory_limit,
+            "memory_limit_bytes": f.memory_limit, "wrap_up_seconds": f.wrap_up_seconds,
             "configs": {"run": c.run, "reuse": c.reuse, "skip": c.skip},
             "texts_to_embed": sum(x.new for x in c.screen + c.embeds),
             "calibrations": {m: asdict(k) for m, k in f.calibrations.items()}, "uncalibrated": list(e.unpriced),

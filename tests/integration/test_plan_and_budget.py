@@ -226,12 +226,13 @@ def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp
 
 def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home_measured(tmp_path, settings):
     """Started an hour ago with an hour's budget, nothing starts (BM25 included); the sweep's close and its
-    report are timed into the home, and a report measured as dear keeps a budget from every stage when the caller
-    publishes after the sweep, and from none when it does not."""
+    report are timed into the home (the plan says so), and a report measured as dear keeps a budget from every
+    stage when the caller publishes after the sweep, and from none when it does not."""
     from ragbench.sweep import publish_sweep
     from ragbench.sweep.wrap_up import CLOSE, PUBLISH, remember_wrap_up, wrap_up_path
 
-    cfg = load_config(write_config(tmp_path / "b.yaml", SWEEP))
+    path = write_config(tmp_path / "b.yaml", SWEEP)
+    cfg = load_config(path)
     home, n = tmp_path / "home", len(cfg.expand())
     late = run_sweep(cfg, settings.with_home(home), budget=3600.0, budget_from=time.time() - 3600)
     assert {o.status for o in late.outcomes} == {"over_budget"}
@@ -239,8 +240,11 @@ def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home
     done = run_sweep(cfg, settings.with_home(home))  # no budget: it finishes
     assert {o.status for o in done.outcomes} == {"finished"}
     assert publish_sweep(done.sweep_id, settings.with_home(home), mlflow=False).html is not None
-    publish = json.loads(wrap_up_path(home).read_text())[PUBLISH]
-    assert publish["configs"] == n and publish["seconds"] > 0
+    measured = json.loads(wrap_up_path(home).read_text())
+    assert measured[PUBLISH]["configs"] == n and measured[PUBLISH]["seconds"] > 0
+    # the plan says what will follow the last stage, as measured (apart from its total)
+    assert _plan(path, home)["wrap_up_seconds"] == pytest.approx(measured[CLOSE]["seconds"]
+                                                                + measured[PUBLISH]["seconds"])
     remember_wrap_up(home, PUBLISH, 1, 3600.0)  # an hour a config
     kept = run_sweep(cfg, settings.with_home(home), budget=3600.0, fresh=True, publish_after=True)
     assert {o.status for o in kept.outcomes} == {"over_budget"}
