@@ -342,10 +342,14 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     labels = [ch.label for ch in cfg.chunkers]
     if not plan.todo:
         return StageClock(budget_s, WorkCounts(), Rates(), labels, started), []
+    # calibrating costs a model load and a sample: only a budget with time left needs it before the first embedding
+    spent = 0.0 if started is None else time.perf_counter() - started
+    calibrate = budget_s is not None and spent + wrap_up < budget_s
+    if budget_s is not None and not calibrate:
+        log.warning("budget: %.0f s of %.0f s spent before the plan (~%.0f s kept for the wrap-up): no model "
+                    "calibrated, no stage will start", spent, budget_s, wrap_up)
     try:
-        # calibrating costs a model load and a sample: only a budget needs it before the first embedding
-        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=budget_s is not None,
-                                     pool=pool)
+        counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=calibrate, pool=pool)
         rates = rates_of(cals)
         forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes(), wrap_up)
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),

@@ -236,6 +236,7 @@ def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home
     home, n = tmp_path / "home", len(cfg.expand())
     late = run_sweep(cfg, settings.with_home(home), budget=3600.0, budget_from=time.time() - 3600)
     assert {o.status for o in late.outcomes} == {"over_budget"}
+    assert not list((home / "calibration").glob("*static*"))  # with no time left, no model is calibrated
     assert json.loads(wrap_up_path(home).read_text())[CLOSE]["configs"] == n
     done = run_sweep(cfg, settings.with_home(home))  # no budget: it finishes
     assert {o.status for o in done.outcomes} == {"finished"}
