@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.paths import PathEscapeError, within
@@ -121,10 +121,7 @@ def _weights_revision(path: Path) -> str:
     if memo is None:
         return rev
     try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known))
-        os.replace(tmp, memo)
+        write_text_atomically(memo, json.dumps(known))
     except OSError:
         pass
     return rev

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import IndexMismatchError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.locks import acquire_lock
@@ -283,9 +284,7 @@ class EdgeIndex:
             shard.flush()
         if sum(s.count(CountRequest(exact=True)) for s in shards) != meta.count:
             raise IndexMismatchError(f"collection {meta.name}: point count mismatch after build")
-        tmp = self._meta_path(meta.name).with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(meta)))
-        os.replace(tmp, self._meta_path(meta.name))
+        write_text_atomically(self._meta_path(meta.name), json.dumps(asdict(meta)))
         with self._lock:
             self._open[meta.name] = shards
         return True

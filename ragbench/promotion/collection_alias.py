@@ -9,10 +9,9 @@ promotion removes the alias.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import RagbenchError
 from ragbench.core.settings import Settings
 
@@ -75,9 +74,4 @@ def set_collection_alias(settings: Settings, collection: str | None, alias: str 
         aliases[alias] = collection
     else:
         aliases.pop(alias, None)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".aliases.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(aliases, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(aliases, indent=2, sort_keys=True), durable=True)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import random
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.models import resolve_device, resolve_model
 from ragbench.core.paths import slug
 from ragbench.core.progress import log
@@ -204,8 +204,4 @@ def weight_bytes(spec) -> int:
 
 def _store(home: Path, spec, cal: Calibration) -> None:
     """Write ``cal`` as the calibration of ``spec`` (atomically: a reader sees the old file or the new)."""
-    out = calibration_path(home, spec, cal.device)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(cal), indent=1))
-    tmp.replace(out)
+    write_text_atomically(calibration_path(home, spec, cal.device), json.dumps(asdict(cal), indent=1))

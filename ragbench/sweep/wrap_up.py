@@ -9,9 +9,9 @@ budget). A budget that ignored them let the demo's 40-second budget end its comm
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.sweep.calibrate import machine_name
 
 #: the parts, in the order they run after the last stage
@@ -43,11 +43,7 @@ def remember_wrap_up(home: Path, part: str, configs: int, seconds: float) -> Non
     try:
         data = _measured(home)
         data[part] = {"configs": configs, "seconds": round(seconds, 3)}
-        out = wrap_up_path(home)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        tmp.replace(out)
+        write_text_atomically(wrap_up_path(home), json.dumps(data, indent=1))
     except OSError:
         pass
 

@@ -76,3 +76,42 @@ def test_a_cgroup_limit_lowers_the_memory_limit(tmp_path):
     (tmp_path / "memory" / "memory.limit_in_bytes").write_text(f"{total // 4}\n")  # cgroups v1
     (tmp_path / "memory.high").write_text(f"{total // 2}\n")  # v2 soft: the smaller of the two wins
     assert memory_limit_bytes(tmp_path) == total // 4
+
+
+def test_a_small_file_written_atomically_is_the_old_one_or_the_new_one_never_part_of_one(tmp_path, monkeypatch):
+    """A write that fails half-way (the disk fills: here the second write of the text raises) leaves the old
+    file as it was and no temporary file beside it; one that succeeds replaces it whole."""
+    import os
+
+    from ragbench.core import atomic
+    from ragbench.core.atomic import write_text_atomically
+
+    path = tmp_path / "calibration" / "rate.json"
+    write_text_atomically(path, '{"old": 1}')  # the folder is made
+    assert path.read_text() == '{"old": 1}'
+    real_fdopen, calls = os.fdopen, []
+
+    class FillsTheDisk:  # writes half of what it is given, then the disk is full
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, text):
+            calls.append(text)
+            self.f.write(text[: len(text) // 2])
+            self.f.flush()
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, *a, **k: FillsTheDisk(real_fdopen(fd, *a, **k)))
+    with pytest.raises(OSError, match="No space"):
+        write_text_atomically(path, '{"new": 2, "longer": true}', durable=True)
+    monkeypatch.undo()
+    assert calls and path.read_text() == '{"old": 1}'
+    assert sorted(p.name for p in path.parent.iterdir()) == ["rate.json"]
+    write_text_atomically(path, '{"new": 2}', durable=True)
+    assert path.read_text() == '{"new": 2}' and sorted(p.name for p in path.parent.iterdir()) == ["rate.json"]
