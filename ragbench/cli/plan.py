@@ -19,9 +19,9 @@ def register(app: typer.Typer) -> None:
     def plan(
         config: Annotated[Path, typer.Argument(help="sweep YAML (see configs/)")],
         json_out: Annotated[bool, typer.Option("--json", help="print the plan as one JSON object (rows, "
-                                                              "total_seconds, disk_bytes, peak_memory_bytes "
-                                                              "and its parts memory_bytes, configs, "
-                                                              "texts_to_embed)")] = False,
+                                                              "total_seconds, wrap_up_seconds after it, "
+                                                              "disk_bytes, peak_memory_bytes and its parts "
+                                                              "memory_bytes, configs, texts_to_embed)")] = False,
         home: Annotated[Optional[Path], typer.Option(help="results/cache folder, as for `ragbench sweep` (--home, "
                                                           "then $RAGBENCH_HOME, then output.home)")] = None,
         recalibrate: Annotated[bool, typer.Option("--recalibrate", help="measure each model with texts to embed "
