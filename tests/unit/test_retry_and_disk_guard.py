@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ragbench.config import EmbedderSpec
@@ -79,17 +81,16 @@ def test_a_cgroup_limit_lowers_the_memory_limit(tmp_path):
 
 
 def test_a_small_file_written_atomically_is_the_old_one_or_the_new_one_never_part_of_one(tmp_path, monkeypatch):
-    """A write that fails half-way (the disk fills: here the second write of the text raises) leaves the old
-    file as it was and no temporary file beside it; one that succeeds replaces it whole."""
-    import os
-
+    """A write that fails half-way (the disk fills: here the write of the text raises after half of it) leaves the
+    old file as it was and no temporary file beside it; one that succeeds replaces it whole, with the permissions
+    of any file the process writes."""
     from ragbench.core import atomic
     from ragbench.core.atomic import write_text_atomically
 
     path = tmp_path / "calibration" / "rate.json"
     write_text_atomically(path, '{"old": 1}')  # the folder is made
     assert path.read_text() == '{"old": 1}'
-    real_fdopen, calls = os.fdopen, []
+    calls = []
 
     class FillsTheDisk:  # writes half of what it is given, then the disk is full
         def __init__(self, f):
@@ -107,7 +108,7 @@ def test_a_small_file_written_atomically_is_the_old_one_or_the_new_one_never_par
             self.f.flush()
             raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, *a, **k: FillsTheDisk(real_fdopen(fd, *a, **k)))
+    monkeypatch.setattr(atomic, "open", lambda *a, **k: FillsTheDisk(open(*a, **k)), raising=False)
     with pytest.raises(OSError, match="No space"):
         write_text_atomically(path, '{"new": 2, "longer": true}', durable=True)
     monkeypatch.undo()
@@ -115,3 +116,13 @@ def test_a_small_file_written_atomically_is_the_old_one_or_the_new_one_never_par
     assert sorted(p.name for p in path.parent.iterdir()) == ["rate.json"]
     write_text_atomically(path, '{"new": 2}', durable=True)
     assert path.read_text() == '{"new": 2}' and sorted(p.name for p in path.parent.iterdir()) == ["rate.json"]
+    # created as any file of the process is (its umask), not private to its owner: a team's home stays readable
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}")
+    assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
