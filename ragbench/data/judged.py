@@ -18,11 +18,13 @@ chunks, vectors and collections are keyed by, never changes with them, so a swee
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import DatasetError
 from ragbench.core.hashing import stable_hash
 from ragbench.core.progress import log
@@ -110,15 +112,12 @@ def read_judgments(path: Path) -> list[tuple[int, Judgment]]:
 
 def write_judgments(path: Path, judgments: list[Judgment]) -> None:
     """Write ``judgments`` (sorted by query, document, source) to ``path``, atomically (a temporary file renamed)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, delimiter="\t" if path.suffix == ".tsv" else ",", lineterminator="\n")
-        w.writerow(JUDGED_COLUMNS)
-        for j in sorted(judgments, key=lambda j: j.key):
-            w.writerow([j.query_id, j.doc, j.relevance, j.source, j.judge, j.judged_at])
-    tmp.replace(path)
+    path, text = Path(path), io.StringIO()
+    w = csv.writer(text, delimiter="\t" if path.suffix == ".tsv" else ",", lineterminator="\n")
+    w.writerow(JUDGED_COLUMNS)
+    for j in sorted(judgments, key=lambda j: j.key):
+        w.writerow([j.query_id, j.doc, j.relevance, j.source, j.judge, j.judged_at])
+    write_text_atomically(path, text.getvalue())
 
 
 def counts(source: str, mode: str) -> bool:
