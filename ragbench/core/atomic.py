@@ -10,9 +10,9 @@ from pathlib import Path
 
 
 def write_text_atomically(path: Path, text: str, *, durable: bool = False) -> None:
-    """Write ``text`` to ``path`` exactly (its folder made when missing) through a temporary file renamed over it, created
-    as any file of the process is (its umask: a home shared by a team stays readable); ``durable``: flushed to the
-    disk before the rename (state a power cut must not lose, e.g. which collection serves production)."""
+    """Write ``text`` to ``path`` exactly (its folder made when missing) through a temporary file renamed over it,
+    created as any file of the process is (its umask: a home shared by a team stays readable); ``durable``: flushed
+    to the disk before the rename (state a power cut must not lose, e.g. which collection serves production)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")

@@ -3,7 +3,7 @@ k sweep, DuckDB's final write, the MLflow child runs of reused configs) and **pu
 and statistics, the summary on the MLflow parent run). Each part times itself where it runs and keeps its seconds per
 config of the sweep in ``<home>/calibration/wrap-up-<machine>.json`` (the last measurement of each part wins);
 :func:`wrap_up_seconds` prices the next sweep's with them (:mod:`ragbench.sweep.budget` keeps that much of the
-budget). A budget that ignored them let the demo's 40-second budget end its command at 67 s.
+budget). A budget that ignored them let the demo's 40-second budget end its command at 67-74 s.
 """
 
 from __future__ import annotations
