@@ -23,6 +23,7 @@ import importlib
 import json
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -216,6 +217,28 @@ def load_sentence_transformer(name: str, max_seq_length: int | None = None, devi
     if max_seq_length:
         model.max_seq_length = max_seq_length
     return model
+
+
+def device_batch_size(batch_size: int, device: str) -> int:
+    """Texts per model call on ``device``: ``batch_size`` on a CPU, four times it on CUDA (a GPU is idle at
+    CPU-sized batches)."""
+    return batch_size * (4 if device == "cuda" else 1)
+
+
+def encode_in_batches(model, texts: list[str], batch_size: int, prompt: str | None = None, after_call=None):
+    """Vectors of ``texts`` (row i for text i), one ``model.encode`` call per ``batch_size`` consecutive texts, so a
+    text's vector depends only on the batch it falls in, wherever it runs (the cache serves every device).
+    ``after_call(n, seconds)`` after each call: its texts and wall seconds."""
+    import numpy as np
+
+    parts = []
+    for j in range(0, len(texts), batch_size):
+        t0 = time.perf_counter()
+        parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
+                                  convert_to_numpy=True, show_progress_bar=False))
+        if after_call is not None:
+            after_call(len(parts[-1]), time.perf_counter() - t0)
+    return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
 
 #: model2vec's default for a model whose config names no ``max_length``: tokens of a text read, the rest cut

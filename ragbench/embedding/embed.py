@@ -23,6 +23,8 @@ from ragbench.core.models import (
     FINETUNED_PREFIX,
     configure_model_store,
     count_tokens,
+    device_batch_size,
+    encode_in_batches,
     load_sentence_transformer,
     load_tokenizer,
     resolve_device,
@@ -222,19 +224,17 @@ def embed_shard(shard: EmbedShard, on_batch=None, encode_seconds: list[float] | 
     if spec.model.startswith(FINETUNED_PREFIX):  # on a Dask worker too: the home's fine-tuned models
         configure_model_store(shard.cache_root.parent / "models")
     model = load_encoder(spec, device, shard.cache_root.parent / "models")
-    batch_size = spec.batch_size * (4 if device == "cuda" else 1)  # a GPU is idle at CPU-sized batches
+    batch_size = device_batch_size(spec.batch_size, device)
     cache = VectorCache(shard.cache_root)
+
+    def after_call(n: int, seconds: float) -> None:
+        if encode_seconds is not None:
+            encode_seconds.append(seconds)
+        if on_batch is not None:
+            on_batch(n)
+
     done = 0
     for hashes, texts in shard.segments:
-        parts = []
-        for j in range(0, len(texts), batch_size):  # one batch per call, wherever it runs: the same vectors
-            t0 = time.perf_counter()
-            parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
-                                      convert_to_numpy=True, show_progress_bar=False))
-            if encode_seconds is not None:
-                encode_seconds.append(time.perf_counter() - t0)
-            if on_batch is not None:
-                on_batch(len(parts[-1]))
-        cache.append(shard.key, shard.role, hashes, np.concatenate(parts))
+        cache.append(shard.key, shard.role, hashes, encode_in_batches(model, texts, batch_size, prompt, after_call))
         done += len(hashes)
     return done
