@@ -75,39 +75,45 @@ def pack(folder: Path, dataset: Path, passages: int) -> None:
     print(f"packed {len(texts)} passages into {folder}; CPU here {facts['cpu_passages_per_s']:.1f} passages/s")
 
 
+def _tokenize(tokenizer, texts: list[str], max_length: int):
+    """One batch as the model reads it: padded to its longest text, each cut at ``max_length`` tokens."""
+    return tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+
+
+def _forward(model, features) -> np.ndarray:
+    """The model alone on one tokenized batch, on CUDA, its vectors back on the CPU."""
+    features = {k: v.to("cuda", non_blocking=True) for k, v in features.items()}
+    return model(features)["sentence_embedding"].float().cpu().numpy()
+
+
 def _split(model, texts: list[str], batch: int) -> tuple[float, float, float]:
     """Seconds to tokenize ``texts`` alone, to run the model alone on batches tokenized before, and to do both
     with the next batch tokenized in a thread while the GPU runs this one."""
     import torch
 
-    def tokenize(j: int):
-        return model.tokenizer(texts[j:j + batch], padding=True, truncation=True, max_length=model.max_seq_length,
-                               return_tensors="pt")
+    batches = [texts[j:j + batch] for j in range(0, len(texts), batch)]
 
-    starts = range(0, len(texts), batch)
-    features, tokenize_s = _timed(lambda: [tokenize(j) for j in starts])
+    def tokenize(i: int):
+        return _tokenize(model.tokenizer, batches[i], model.max_seq_length)
 
-    def forward(f) -> np.ndarray:
-        f = {k: v.to("cuda", non_blocking=True) for k, v in f.items()}
-        return model(f)["sentence_embedding"].float().cpu().numpy()
-
+    features, tokenize_s = _timed(lambda: [tokenize(i) for i in range(len(batches))])
     with torch.inference_mode():
-        _, model_s = _timed(lambda: [forward(f) for f in features])
+        _, model_s = _timed(lambda: [_forward(model, f) for f in features])
 
         def overlapped() -> None:
             with ThreadPoolExecutor(1) as pool:
                 ahead = pool.submit(tokenize, 0)
-                for j in starts:
+                for i in range(len(batches)):
                     f = ahead.result()
-                    if j + batch < len(texts):
-                        ahead = pool.submit(tokenize, j + batch)
-                    forward(f)
+                    if i + 1 < len(batches):
+                        ahead = pool.submit(tokenize, i + 1)
+                    _forward(model, f)
 
         _, overlap_s = _timed(overlapped)
     return tokenize_s, model_s, overlap_s
 
 
-_worker_tokenizer = None
+_worker_tokenizer = None  # (tokenizer, max_length) in each tokenizing process
 
 
 def _load_worker_tokenizer(folder: str, max_length: int) -> None:
@@ -119,7 +125,7 @@ def _load_worker_tokenizer(folder: str, max_length: int) -> None:
 
 def _worker_tokenize(texts: list[str]):
     tokenizer, max_length = _worker_tokenizer
-    return tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return _tokenize(tokenizer, texts, max_length)
 
 
 def _pooled(model, folder: Path, texts: list[str], batch: int, processes: int) -> tuple[float, float]:
@@ -135,12 +141,8 @@ def _pooled(model, folder: Path, texts: list[str], batch: int, processes: int) -
         pool.map(_worker_tokenize, batches[:processes])  # workers started and warm
         _, tokenize_s = _timed(lambda: pool.map(_worker_tokenize, batches, chunksize=1))
         with torch.inference_mode():
-            def overlapped() -> None:
-                for f in pool.imap(_worker_tokenize, batches, chunksize=1):
-                    f = {k: v.to("cuda", non_blocking=True) for k, v in f.items()}
-                    model(f)["sentence_embedding"].float().cpu().numpy()
-
-            _, overlap_s = _timed(overlapped)
+            _, overlap_s = _timed(lambda: [_forward(model, f)
+                                           for f in pool.imap(_worker_tokenize, batches, chunksize=1)])
     return tokenize_s, overlap_s
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.locks import file_lock
@@ -105,9 +106,7 @@ def _publish(tmp: Path, graph: Path, source: str, quantize: str) -> None:
     os.replace(tmp, graph)
     manifest = {"sha256": file_sha256(graph), "source": source, "quantize": quantize, "opset": OPSET,
                 "export_version": EXPORT_VERSION}
-    tmp_manifest = graph.with_name(f"{graph.name}.json.{os.getpid()}.tmp")
-    tmp_manifest.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp_manifest, graph.with_name(graph.name + ".json"))
+    write_text_atomically(graph.with_name(graph.name + ".json"), json.dumps(manifest, indent=1))
 
 
 def _export_fp32(name: str, m: ResolvedModel, graph: Path) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import ResultsSpooledError, StoreBusyError
 from ragbench.core.hashing import file_sha256
 from ragbench.core.locks import LockBusyError, file_lock
@@ -75,12 +76,7 @@ def _canonical(body: dict) -> bytes:
 
 def _write_json(path: Path, obj: dict) -> None:
     """Write ``obj`` atomically: a temporary file in the same folder, fsynced, renamed over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    with os.fdopen(fd, "wb") as f:
-        f.write(json.dumps(obj, sort_keys=True, indent=1).encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(obj, sort_keys=True, indent=1), durable=True)
     _fsync(path.parent)
 
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from ragbench.core.atomic import write_text_atomically
 from ragbench.generation.llm import LLMClientError
 
 Messages = Sequence[Mapping[str, str]]
@@ -156,13 +155,9 @@ class ChatClient:
         path = self._cache_path(key)
         if path is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
         body = {"model": self.model, "text": c.text, "finish_reason": c.finish_reason,
                 "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens, "seconds": c.seconds}
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(body, f)
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(body))
 
     # ------------------------------------------------------------ requests
     def complete(self, messages: Messages, max_tokens: int | None = None,
