@@ -72,7 +72,8 @@ def pack(folder: Path, dataset: Path, passages: int) -> None:
     facts = {"dataset": str(dataset), "passages": len(texts), "model": MODEL, "revision": source.revision,
              "cpu_passages_per_s": len(texts) / seconds, "cpu_batch": CPU_BATCH}
     (folder / "facts.json").write_text(json.dumps(facts, indent=1))
-    print(f"packed {len(texts)} passages into {folder}; CPU here {facts['cpu_passages_per_s']:.1f} passages/s")
+    print(f"packed {len(texts)} passages of {dataset} into {folder}; "
+          f"CPU here {facts['cpu_passages_per_s']:.1f} passages/s")
 
 
 def _tokenize(tokenizer, texts: list[str], max_length: int):
@@ -150,6 +151,10 @@ def packed(folder: Path, many: int, batch_sizes: list[int], processes: int = 0) 
     """Time CUDA encoding of the passages in ``folder`` and compare its vectors with the CPU's there."""
     import torch
 
+    missing = [name for name in ("passages.json", "facts.json", "cpu_vectors.npy", "model")
+               if not (folder / name).exists()]
+    if missing:
+        raise SystemExit(f"{folder}: not a packed folder (no {', '.join(missing)}): run --pack {folder} first")
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU visible to torch")
     texts = json.loads((folder / "passages.json").read_text())
@@ -186,14 +191,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pack", type=Path, help="write the GPU machine's folder here")
     ap.add_argument("--packed", type=Path, help="run on the GPU machine from this folder")
-    ap.add_argument("--dataset", type=Path, default=(root / ".." / "shared" / "datasets" / "scifact").resolve())
+    ap.add_argument("--dataset", type=Path, help="a BEIR folder (default: ../shared/datasets/scifact when present, "
+                                                 "else datasets/demo)")
     ap.add_argument("--passages", type=int, default=2000)
     ap.add_argument("--cuda-batch-sizes", default="64,128,256,512,1024")
     ap.add_argument("--cuda-passages", type=int, default=50_000)
     ap.add_argument("--processes", type=int, default=0, help="also tokenize in this many processes (0: not)")
     args = ap.parse_args()
     if args.pack:
-        pack(args.pack, args.dataset if args.dataset.exists() else root / "datasets" / "demo", args.passages)
+        dataset = args.dataset
+        if dataset is None:
+            scifact = (root / ".." / "shared" / "datasets" / "scifact").resolve()
+            dataset = scifact if scifact.is_dir() else root / "datasets" / "demo"
+        elif not dataset.is_dir():
+            ap.error(f"--dataset {dataset}: no such folder")
+        pack(args.pack, dataset, args.passages)
     elif args.packed:
         packed(args.packed, args.cuda_passages, [int(b) for b in args.cuda_batch_sizes.split(",")], args.processes)
     else:
