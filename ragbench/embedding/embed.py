@@ -146,12 +146,17 @@ def embed_texts(texts: TextColumn, spec: EmbedderSpec, role: Role, cache: Vector
 
 
 def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndarray:
-    """Vectors of ``texts`` straight from the model (role prompt prepended, as :func:`embed_shard` encodes them),
-    bypassing the cache: what a serving process pays for a query it has not seen."""
+    """Vectors of ``texts`` straight from the model (role prompt prepended, batched as :func:`embed_shard` batches
+    them), bypassing the cache: what a serving process pays for a query it has not seen."""
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
-    model = load_encoder(spec, resolve_device(spec.device) if spec.backend == "torch" else "cpu")
-    return model.encode(texts, prompt=prompt or None, batch_size=spec.batch_size, convert_to_numpy=True,
-                        show_progress_bar=False)
+    device = encoder_device(spec)
+    return encode_in_batches(load_encoder(spec, device), texts, device_batch_size(spec.batch_size, device), prompt)
+
+
+def encoder_device(spec: EmbedderSpec) -> str:
+    """Where ``spec`` encodes: its ``device`` resolved (:func:`~ragbench.core.models.resolve_device`) for the torch
+    backend; the CPU for ONNX (onnxruntime's CPU provider)."""
+    return resolve_device(spec.device) if spec.backend == "torch" else "cpu"
 
 
 #: the first load of each encoder in this process, by :func:`_encoder_id`: its wall seconds (the runtime's import
@@ -220,7 +225,7 @@ def embed_shard(shard: EmbedShard, on_batch=None, encode_seconds: list[float] | 
     reused by every later shard. The wall seconds of each model call go to ``encode_seconds`` when given."""
     spec = shard.spec
     prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
-    device = resolve_device(spec.device) if spec.backend == "torch" else "cpu"
+    device = encoder_device(spec)
     if spec.model.startswith(FINETUNED_PREFIX):  # on a Dask worker too: the home's fine-tuned models
         configure_model_store(shard.cache_root.parent / "models")
     model = load_encoder(spec, device, shard.cache_root.parent / "models")

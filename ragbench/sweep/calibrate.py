@@ -75,15 +75,16 @@ def machine_name() -> str:
     return slug(platform.node() or "machine")
 
 
-def encoded_tokens(texts: list[str], spec) -> int:
+def encoded_tokens(texts: list[str], spec, device: str | None = None) -> int:
     """Tokens the encoder computes on for ``texts`` (each as the model reads it, its prompt included), batched as the
-    embed stage and sentence-transformers batch them: longest first by characters, ``spec.batch_size`` per batch,
+    embed stage batches them: longest first by characters, :func:`~ragbench.core.models.device_batch_size` per batch
+    on ``device`` (default: where ``spec`` encodes; four times ``spec.batch_size`` on CUDA),
     each batch padded to its longest text in tokens, each text cut at the model's window, special tokens counted
     (:func:`padded_tokens`). A static model (no window) looks each token up, nothing padded: its tokens. A model
     without a ``tokenizer.json``: :data:`~ragbench.sweep.estimate.CHARS_PER_TOKEN` characters a token."""
     from ragbench.core.errors import ModelError
-    from ragbench.core.models import count_tokens, special_tokens
-    from ragbench.embedding.embed import embedding_window
+    from ragbench.core.models import count_tokens, device_batch_size, special_tokens
+    from ragbench.embedding.embed import embedding_window, encoder_device
 
     ordered = sorted(texts, key=len, reverse=True)
     try:
@@ -95,7 +96,7 @@ def encoded_tokens(texts: list[str], spec) -> int:
         counts = [-(-len(t) // int(CHARS_PER_TOKEN)) for t in ordered]
     if window is None:
         return sum(counts)
-    return padded_tokens(counts, window, specials, spec.batch_size)
+    return padded_tokens(counts, window, specials, device_batch_size(spec.batch_size, device or encoder_device(spec)))
 
 
 def padded_tokens(counts: list[int], window: int, specials: int, batch_size: int) -> int:

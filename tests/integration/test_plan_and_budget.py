@@ -255,7 +255,8 @@ def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home
 
 def test_encoded_tokens_are_what_the_encoder_computes_on():
     """A transformer pays for each batch (longest first by characters, as the embed stage sorts) padded to its
-    longest text in tokens, cut at its window, [CLS] and [SEP] counted; a static model pays for its tokens."""
+    longest text in tokens, cut at its window, [CLS] and [SEP] counted, in the batches of the device it runs on; a
+    static model pays for its tokens."""
     from ragbench.embedding.spec import EmbedderSpec
     from ragbench.sweep.calibrate import encoded_tokens
 
@@ -264,6 +265,8 @@ def test_encoded_tokens_are_what_the_encoder_computes_on():
     # batches by characters: (300, 40) and (10, 2); 300 tokens cut at the 254 the model reads
     assert encoded_tokens(texts, minilm) == 2 * (254 + 2) + 2 * (10 + 2)
     assert encoded_tokens(texts, EmbedderSpec(model="all-MiniLM-L6-v2", batch_size=1)) == 254 + 40 + 10 + 2 + 4 * 2
+    # on CUDA the embed stage sends four times the batch: all four texts in one batch padded to the longest
+    assert encoded_tokens(texts, minilm, device="cuda") == 4 * (254 + 2)
     assert encoded_tokens(texts, EmbedderSpec(model="static-retrieval-m2v", batch_size=2)) == sum(
         count_tokens(texts, "static-retrieval-m2v"))
 
