@@ -3,8 +3,9 @@
 Passages per second of all-MiniLM-L6-v2 on CUDA in fp16 (as ``device: auto`` runs it) at every batch size of
 ``--cuda-batch-sizes`` (64 to 1,024) over ``--cuda-passages`` texts (the passages repeated: a GPU needs more than a
 CPU to be timed), two ways: the sweep's path (:func:`ragbench.core.models.encode_in_batches`, one model call per
-batch, so a text's vector does not depend on where it ran) and sentence-transformers' own ``encode`` over all texts
-at once (which sorts them by length first). For each batch size it also splits the time: tokenizing alone (CPU)
+batch, so a text's vector does not depend on where it ran; the tokenizer's threads on, as the sweep runs them on
+CUDA, and again on one thread, as it ran them before) and sentence-transformers' own ``encode`` over all texts at once
+(which sorts them by length first). For each batch size it also splits the time: tokenizing alone (CPU)
 and the model alone (GPU, on batches tokenized before), and times the two overlapped (the next batch tokenized in a
 thread while the GPU runs this one). Then the smallest cosine between a passage's CUDA vector and its CPU vector
 (target >= 0.999: the cache serves both, see ``EmbedderSpec.device``). Target on an H200-class GPU: at least
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ragbench.core.models import device_batch_size, encode_in_batches, load_sentence_transformer, resolve_model
+from ragbench.core.settings import tokenizer_threads
 
 MODEL = "all-MiniLM-L6-v2"
 CPU_BATCH = 64  # EmbedderSpec.batch_size's default
@@ -157,30 +160,36 @@ def packed(folder: Path, many: int, batch_sizes: list[int], processes: int = 0) 
         raise SystemExit(f"{folder}: not a packed folder (no {', '.join(missing)}): run --pack {folder} first")
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU visible to torch")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # as ragbench's settings leave it outside a CUDA encode
     texts = json.loads((folder / "passages.json").read_text())
     facts = json.loads((folder / "facts.json").read_text())
     model = load_sentence_transformer(str(folder / "model"), None, "cuda")
     print(f"{torch.cuda.get_device_name(0)}; torch {torch.__version__}; {len(texts)} passages; "
           f"max_seq_length {model.max_seq_length}; CPU (packing machine) {facts['cpu_passages_per_s']:.1f} passages/s")
     repeated = (texts * (many // len(texts) + 1))[:many]
-    print(f"{'batch':>6} {'sweep path/s':>13} {'st.encode/s':>12} {'tokenize s':>11} {'model s':>8} "
-          f"{'overlap/s':>10}   ({len(repeated)} passages)")
+    print(f"{'batch':>6} {'sweep path/s':>13} {'1 thread/s':>11} {'st.encode/s':>12} {'tokenize s':>11} "
+          f"{'model s':>8} {'overlap/s':>10}   ({len(repeated)} passages)")
     for batch in batch_sizes:
         model.encode(repeated[:batch], batch_size=batch, show_progress_bar=False)  # warm-up at this shape
-        _, sweep_s = _timed(lambda: encode_in_batches(model, repeated, batch))
-        _, st_s = _timed(lambda: model.encode(repeated, batch_size=batch, convert_to_numpy=True,
-                                              show_progress_bar=False))
-        try:
-            tokenize_s, model_s, overlap_s = _split(model, repeated, batch)
-            split = f"{tokenize_s:>11.2f} {model_s:>8.2f} {len(repeated) / overlap_s:>10.0f}"
-        except Exception as e:  # the split uses the model's internals; the rates above stand without it
-            split = f"split failed: {type(e).__name__}: {e}"
-        print(f"{batch:>6} {len(repeated) / sweep_s:>13.0f} {len(repeated) / st_s:>12.0f} {split}", flush=True)
+        _, sweep_s = _timed(lambda: encode_in_batches(model, repeated, batch, device="cuda"))
+        # the same path with the tokenizer on one thread, as the sweep ran on CUDA before (2026-12-04)
+        _, one_thread_s = _timed(lambda: encode_in_batches(model, repeated, batch, device="cpu"))
+        with tokenizer_threads("cuda"):  # the rest as measured on 2026-12-04: the tokenizer's threads on
+            _, st_s = _timed(lambda: model.encode(repeated, batch_size=batch, convert_to_numpy=True,
+                                                  show_progress_bar=False))
+            try:
+                tokenize_s, model_s, overlap_s = _split(model, repeated, batch)
+                split = f"{tokenize_s:>11.2f} {model_s:>8.2f} {len(repeated) / overlap_s:>10.0f}"
+            except Exception as e:  # the split uses the model's internals; the rates above stand without it
+                split = f"split failed: {type(e).__name__}: {e}"
+        print(f"{batch:>6} {len(repeated) / sweep_s:>13.0f} {len(repeated) / one_thread_s:>11.0f} "
+              f"{len(repeated) / st_s:>12.0f} {split}", flush=True)
         if processes:
-            tokenize_s, overlap_s = _pooled(model, folder, repeated, batch, processes)
+            with tokenizer_threads("cuda"):
+                tokenize_s, overlap_s = _pooled(model, folder, repeated, batch, processes)
             print(f"{'':>6} {processes} tokenizing processes: tokenize alone {len(repeated) / tokenize_s:.0f}/s, "
                   f"overlapped with the GPU {len(repeated) / overlap_s:.0f} passages/s", flush=True)
-    cuda = encode_in_batches(model, texts, device_batch_size(facts["cpu_batch"], "cuda"))
+    cuda = encode_in_batches(model, texts, device_batch_size(facts["cpu_batch"], "cuda"), device="cuda")
     cos = (_unit(np.load(folder / "cpu_vectors.npy")) * _unit(cuda)).sum(axis=1)
     print(f"CUDA vs CPU cosine over {len(texts)} passages: min {cos.min():.5f}, mean {cos.mean():.6f} "
           f"({'ok' if cos.min() >= 0.999 else 'BELOW 0.999'})")

@@ -33,7 +33,7 @@ from ragbench.core.atomic import write_text_atomically
 from ragbench.core.errors import ModelError
 from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.paths import PathEscapeError, within
-from ragbench.core.settings import hub_downloads_allowed
+from ragbench.core.settings import hub_downloads_allowed, tokenizer_threads
 
 if TYPE_CHECKING:
     from ragbench.core.schemas import TextColumn
@@ -225,19 +225,22 @@ def device_batch_size(batch_size: int, device: str) -> int:
     return batch_size * (4 if device == "cuda" else 1)
 
 
-def encode_in_batches(model, texts: list[str], batch_size: int, prompt: str | None = None, after_call=None):
+def encode_in_batches(model, texts: list[str], batch_size: int, prompt: str | None = None, after_call=None,
+                      device: str = "cpu"):
     """Vectors of ``texts`` (row i for text i), one ``model.encode`` call per ``batch_size`` consecutive texts, so a
     text's vector depends only on the batch it falls in, wherever it runs (the cache serves every device).
-    ``after_call(n, seconds)`` after each call: its texts and wall seconds."""
+    ``after_call(n, seconds)`` after each call: its texts and wall seconds. On ``device`` cuda the tokenizer runs
+    its own threads meanwhile (:func:`tokenizer_threads`)."""
     import numpy as np
 
     parts = []
-    for j in range(0, len(texts), batch_size):
-        t0 = time.perf_counter()
-        parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
-                                  convert_to_numpy=True, show_progress_bar=False))
-        if after_call is not None:
-            after_call(len(parts[-1]), time.perf_counter() - t0)
+    with tokenizer_threads(device):
+        for j in range(0, len(texts), batch_size):
+            t0 = time.perf_counter()
+            parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
+                                      convert_to_numpy=True, show_progress_bar=False))
+            if after_call is not None:
+                after_call(len(parts[-1]), time.perf_counter() - t0)
     return np.concatenate(parts) if parts else np.zeros((0, 0), dtype=np.float32)
 
 

@@ -150,7 +150,8 @@ def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndar
     them), bypassing the cache: what a serving process pays for a query it has not seen."""
     prompt = spec.query_prompt if role == "query" else spec.document_prompt
     device = encoder_device(spec)
-    return encode_in_batches(load_encoder(spec, device), texts, device_batch_size(spec.batch_size, device), prompt)
+    return encode_in_batches(load_encoder(spec, device), texts, device_batch_size(spec.batch_size, device), prompt,
+                             device=device)
 
 
 def encoder_device(spec: EmbedderSpec) -> str:
@@ -240,6 +241,7 @@ def embed_shard(shard: EmbedShard, on_batch=None, encode_seconds: list[float] | 
 
     done = 0
     for hashes, texts in shard.segments:
-        cache.append(shard.key, shard.role, hashes, encode_in_batches(model, texts, batch_size, prompt, after_call))
+        vectors = encode_in_batches(model, texts, batch_size, prompt, after_call, device)
+        cache.append(shard.key, shard.role, hashes, vectors)
         done += len(hashes)
     return done
