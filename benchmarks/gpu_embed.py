@@ -174,7 +174,7 @@ def packed(folder: Path, many: int, batch_sizes: list[int], processes: int = 0) 
         _, sweep_s = _timed(lambda: encode_in_batches(model, repeated, batch, device="cuda"))
         # the same path with the tokenizer on one thread, as the sweep ran on CUDA before (2026-12-04)
         _, one_thread_s = _timed(lambda: encode_in_batches(model, repeated, batch, device="cpu"))
-        with tokenizer_threads("cuda"):  # the rest as measured on 2026-12-04: the tokenizer's threads on
+        with tokenizer_threads():  # the rest as measured on 2026-12-04: the tokenizer's threads on
             _, st_s = _timed(lambda: model.encode(repeated, batch_size=batch, convert_to_numpy=True,
                                                   show_progress_bar=False))
             try:
@@ -185,7 +185,7 @@ def packed(folder: Path, many: int, batch_sizes: list[int], processes: int = 0) 
         print(f"{batch:>6} {len(repeated) / sweep_s:>13.0f} {len(repeated) / one_thread_s:>11.0f} "
               f"{len(repeated) / st_s:>12.0f} {split}", flush=True)
         if processes:
-            with tokenizer_threads("cuda"):
+            with tokenizer_threads():
                 tokenize_s, overlap_s = _pooled(model, folder, repeated, batch, processes)
             print(f"{'':>6} {processes} tokenizing processes: tokenize alone {len(repeated) / tokenize_s:.0f}/s, "
                   f"overlapped with the GPU {len(repeated) / overlap_s:.0f} passages/s", flush=True)

@@ -230,11 +230,11 @@ def encode_in_batches(model, texts: list[str], batch_size: int, prompt: str | No
     """Vectors of ``texts`` (row i for text i), one ``model.encode`` call per ``batch_size`` consecutive texts, so a
     text's vector depends only on the batch it falls in, wherever it runs (the cache serves every device).
     ``after_call(n, seconds)`` after each call: its texts and wall seconds. On ``device`` cuda the tokenizer runs
-    its own threads meanwhile (:func:`tokenizer_threads`)."""
+    its own threads meanwhile (:func:`~ragbench.core.settings.tokenizer_threads`)."""
     import numpy as np
 
     parts = []
-    with tokenizer_threads(device):
+    with tokenizer_threads(device == "cuda"):
         for j in range(0, len(texts), batch_size):
             t0 = time.perf_counter()
             parts.append(model.encode(texts[j:j + batch_size], prompt=prompt or None, batch_size=batch_size,
@@ -310,9 +310,10 @@ COUNT_BATCH = 1024
 def count_tokens(texts: TextColumn, tokenizer: str, prefix: str = "") -> list[int]:
     """Tokens per text (``prefix`` + text) under ``tokenizer`` (no special tokens), encoded :data:`COUNT_BATCH`
     texts at a time so memory is bounded by one batch, not by the corpus (a polars column is read batch by
-    batch too)."""
+    batch too), on the tokenizer's own threads (:func:`~ragbench.core.settings.tokenizer_threads`)."""
     from ragbench.core.schemas import text_batches
 
     tok = load_tokenizer(tokenizer)
-    return [len(e.ids) for batch in text_batches(texts, COUNT_BATCH)
-            for e in tok.encode_batch([prefix + t for t in batch] if prefix else batch, add_special_tokens=False)]
+    with tokenizer_threads():
+        return [len(e.ids) for batch in text_batches(texts, COUNT_BATCH)
+                for e in tok.encode_batch([prefix + t for t in batch] if prefix else batch, add_special_tokens=False)]

@@ -181,33 +181,35 @@ def hub_downloads_allowed() -> bool:
 #: the tokenizers library's switch for its own threads, read at every call (``false``: one thread)
 TOKENIZER_THREADS = "TOKENIZERS_PARALLELISM"
 _tokenizer_threads_lock = threading.Lock()
-#: CUDA encodes running in this process, and the variable's value before the first of them began
-_tokenizer_threads_state: dict = {"encodes": 0, "before": None}
+#: blocks with the threads on running in this process, and the variable's value before the first of them began
+_tokenizer_threads_state: dict = {"blocks": 0, "before": None}
 
 
 @contextmanager
-def tokenizer_threads(device: str):
-    """While a model encodes on ``device`` cuda, the tokenizer's own threads on (``TOKENIZERS_PARALLELISM=true``): a
-    GPU waits for the host's tokenizer (on an H200 MiniLM's model ran 32,500 passages/s while its host, threads on,
-    tokenized ~3,000; on a 2-core CPU one thread tokenized 1,600 SciFact abstracts/s, two 2,550). On a CPU nothing
-    changes (:meth:`Settings.apply` turns the threads off: tokenizing is a hundredth of a CPU
-    encode, and a process that forks after using them gets the library's warning). The variable is restored when
-    the last CUDA encode of the process ends, so a later fork finds it as it was."""
-    if device != "cuda":
+def tokenizer_threads(on: bool = True):
+    """The tokenizer's own threads on for the block (``TOKENIZERS_PARALLELISM=true``; ``on=False``: nothing changes),
+    put back when the last such block of the process ends, so a later fork finds the variable as it was.
+
+    :meth:`Settings.apply` turns them off (a process that forks after using them gets the library's warning), which
+    suits a CPU encode: torch's threads hold the cores, tokenizing is about 1 % of it. Two kinds of work turn them on:
+    a CUDA encode, where the GPU waits for the host's tokenizer (on an H200 MiniLM's model ran 32,500 passages/s while
+    its host, threads on, tokenized ~3,000), and counting tokens, which is all a plan does besides reading caches (on
+    this 2-core CPU one thread tokenized 1,600 SciFact abstracts/s, two 2,550)."""
+    if not on:
         yield
         return
     state = _tokenizer_threads_state
     with _tokenizer_threads_lock:
-        if state["encodes"] == 0:
+        if state["blocks"] == 0:
             state["before"] = os.environ.get(TOKENIZER_THREADS)
             os.environ[TOKENIZER_THREADS] = "true"
-        state["encodes"] += 1
+        state["blocks"] += 1
     try:
         yield
     finally:
         with _tokenizer_threads_lock:
-            state["encodes"] -= 1
-            if state["encodes"] == 0:
+            state["blocks"] -= 1
+            if state["blocks"] == 0:
                 if state["before"] is None:
                     os.environ.pop(TOKENIZER_THREADS, None)
                 else:

@@ -58,7 +58,7 @@ def test_the_tokenizer_runs_its_threads_during_a_cuda_encode_only_and_the_switch
     encode_in_batches(cuda, ["a", "b", "c"], 2, device="cuda")
     assert (cpu.threads, cuda.threads) == (["false", "false"], ["true", "true"])
     assert os.environ[TOKENIZER_THREADS] == "false"
-    first, second = tokenizer_threads("cuda"), tokenizer_threads("cuda")  # two encodes overlapping in threads
+    first, second = tokenizer_threads(), tokenizer_threads()  # two encodes overlapping in threads
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)
@@ -66,6 +66,22 @@ def test_the_tokenizer_runs_its_threads_during_a_cuda_encode_only_and_the_switch
     second.__exit__(None, None, None)
     assert os.environ[TOKENIZER_THREADS] == "false"
     monkeypatch.delenv(TOKENIZER_THREADS)
-    with pytest.raises(RuntimeError), tokenizer_threads("cuda"):
+    with pytest.raises(RuntimeError), tokenizer_threads():
         raise RuntimeError("the encode failed")
     assert TOKENIZER_THREADS not in os.environ  # unset before, unset after
+
+
+def test_counting_tokens_runs_the_tokenizers_threads(monkeypatch):
+    import ragbench.core.models as models
+
+    class Recorder:  # a tokenizer (the encode_batch protocol count_tokens calls) noting the switch it found
+        threads: list[str | None] = []
+
+        def encode_batch(self, texts, add_special_tokens=False):
+            self.threads.append(os.environ.get(TOKENIZER_THREADS))
+            return [type("Encoding", (), {"ids": t.split()})() for t in texts]
+
+    monkeypatch.setenv(TOKENIZER_THREADS, "false")
+    monkeypatch.setattr(models, "load_tokenizer", lambda name: Recorder())
+    assert models.count_tokens(["one two", "three"], "any") == [2, 1]
+    assert Recorder.threads == ["true"] and os.environ[TOKENIZER_THREADS] == "false"
