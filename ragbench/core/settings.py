@@ -155,7 +155,7 @@ class Settings:
         from ragbench.core import progress
 
         os.environ.setdefault("HF_HUB_OFFLINE", "0" if self.allow_download else "1")
-        os.environ.setdefault(TOKENIZER_THREADS, "false")  # on during a CUDA encode: tokenizer_threads
+        os.environ.setdefault(TOKENIZER_THREADS, "false")  # on to count tokens or encode on CUDA: tokenizer_threads
         # third-party progress bars (MLflow's artifact transfers, tqdm) and MLflow's INFO lines stay off the
         # terminal; ragbench draws its own bars
         os.environ.setdefault("TQDM_DISABLE", "1")
