@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ragbench.core.models import device_batch_size, encode_in_batches, load_sentence_transformer, resolve_model
-from ragbench.core.settings import tokenizer_threads
+from ragbench.core.settings import TOKENIZER_THREADS, tokenizer_threads
 
 MODEL = "all-MiniLM-L6-v2"
 CPU_BATCH = 64  # EmbedderSpec.batch_size's default
@@ -160,7 +160,7 @@ def packed(folder: Path, many: int, batch_sizes: list[int], processes: int = 0) 
         raise SystemExit(f"{folder}: not a packed folder (no {', '.join(missing)}): run --pack {folder} first")
     if not torch.cuda.is_available():
         raise SystemExit("no CUDA GPU visible to torch")
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # as ragbench's settings leave it outside a CUDA encode
+    os.environ[TOKENIZER_THREADS] = "false"  # as ragbench's settings leave it outside a CUDA encode
     texts = json.loads((folder / "passages.json").read_text())
     facts = json.loads((folder / "facts.json").read_text())
     model = load_sentence_transformer(str(folder / "model"), None, "cuda")

@@ -71,17 +71,22 @@ def test_the_tokenizer_runs_its_threads_during_a_cuda_encode_only_and_the_switch
     assert TOKENIZER_THREADS not in os.environ  # unset before, unset after
 
 
+class _TokenizerRecorder:
+    """A tokenizer (the ``encode_batch`` protocol count_tokens calls) noting the switch each call found."""
+
+    def __init__(self):
+        self.threads: list[str | None] = []
+
+    def encode_batch(self, texts, add_special_tokens=False):
+        self.threads.append(os.environ.get(TOKENIZER_THREADS))
+        return [type("Encoding", (), {"ids": t.split()})() for t in texts]
+
+
 def test_counting_tokens_runs_the_tokenizers_threads(monkeypatch):
-    import ragbench.core.models as models
+    from ragbench.core import models
 
-    class Recorder:  # a tokenizer (the encode_batch protocol count_tokens calls) noting the switch it found
-        threads: list[str | None] = []
-
-        def encode_batch(self, texts, add_special_tokens=False):
-            self.threads.append(os.environ.get(TOKENIZER_THREADS))
-            return [type("Encoding", (), {"ids": t.split()})() for t in texts]
-
+    tokenizer = _TokenizerRecorder()
     monkeypatch.setenv(TOKENIZER_THREADS, "false")
-    monkeypatch.setattr(models, "load_tokenizer", lambda name: Recorder())
+    monkeypatch.setattr(models, "load_tokenizer", lambda name: tokenizer)
     assert models.count_tokens(["one two", "three"], "any") == [2, 1]
-    assert Recorder.threads == ["true"] and os.environ[TOKENIZER_THREADS] == "false"
+    assert tokenizer.threads == ["true"] and os.environ[TOKENIZER_THREADS] == "false"
