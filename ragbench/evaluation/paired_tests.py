@@ -18,6 +18,12 @@ Conventions
     ``p = (c + 1) / (R + 1)`` (Phipson & Smyth 2010; never 0), floor
     ``1 / (R + 1)``.  ``ranx``'s ``stat_test="fisher"`` reports ``c / R``
     instead (it can return 0); both estimate the same exact p-value.
+  - two-sided by default; ``alternative="less"`` (H1: ``a`` lower than ``b``)
+    counts the sign vectors with ``sum s d <= sum d`` instead (``"greater"``:
+    ``>=``), floor ``1 / 2 ** n`` exact: the p-value scipy's
+    ``permutation_test(..., permutation_type="samples", alternative=...)``
+    gives on paired samples.  The screen asks a one-sided question (does a
+    pair fall short of the leader?) and uses it.
 
 * Number of resamples (:func:`required_resamples`): a Holm family of ``m``
   comparisons at level ``alpha`` gets ``R >= 100 * m / alpha - 1``, so the
@@ -54,6 +60,7 @@ __all__ = [
     "PairedTest",
     "required_resamples",
     "pair_seed",
+    "ALTERNATIVES",
     "paired_randomization_test",
     "paired_t_test",
     "holm_correction",
@@ -75,7 +82,7 @@ K = TypeVar("K", bound=Hashable)
 
 @dataclass(frozen=True)
 class PairedTest:
-    """Result of a two-sided paired test of ``a`` against ``b``.
+    """Result of a paired test of ``a`` against ``b`` (two-sided unless ``alternative`` says otherwise).
 
     Attributes
     ----------
@@ -88,7 +95,7 @@ class PairedTest:
     statistic : float
         t statistic for ``"student"``; ``mean_diff`` for ``"randomization"``.
     p_value : float
-        Two-sided p-value (NaN when the test is undefined, e.g. ``n < 2``).
+        p-value under ``alternative`` (NaN when the test is undefined, e.g. ``n < 2``).
     n_resamples : int | None
         Sign vectors the randomization test used: ``2 ** n_nonzero`` when
         exact, ``R`` for Monte Carlo; ``None`` for the t-test.
@@ -97,7 +104,9 @@ class PairedTest:
     p_floor : float
         Smallest p-value this test could have returned on these queries:
         ``2 / 2 ** n_nonzero`` when exact (1.0 when every difference is 0),
-        ``1 / (R + 1)`` for Monte Carlo, 0.0 for the t-test (no floor).
+        ``1 / (R + 1)`` for Monte Carlo, 0.0 for the t-test (no floor); one-sided exact: ``1 / 2 ** n_nonzero``.
+    alternative : str
+        ``"two-sided"``, ``"less"`` (H1: ``a`` below ``b``) or ``"greater"``.
     """
 
     test: str
@@ -108,6 +117,7 @@ class PairedTest:
     n_resamples: int | None = None
     exact: bool = False
     p_floor: float = 0.0
+    alternative: str = "two-sided"
 
 
 def paired_diffs(a, b) -> np.ndarray:
@@ -157,8 +167,8 @@ def pair_seed(seed: int, a: str, b: str) -> np.random.SeedSequence:
 
 
 def paired_randomization_test(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int | np.random.SeedSequence = 0,
-                              exact_limit: int = EXACT_LIMIT) -> PairedTest:
-    r"""Two-sided paired randomization (sign-flip permutation) test.
+                              exact_limit: int = EXACT_LIMIT, alternative: str = "two-sided") -> PairedTest:
+    r"""Paired randomization (sign-flip permutation) test, two-sided unless ``alternative`` says otherwise.
 
     Under H0 the two systems are exchangeable on every query, so each per-query difference :math:`d_i = a_i - b_i`
     is equally likely to have either sign.  Queries with :math:`d_i = 0` are dropped (their sign changes no sum, so
@@ -173,6 +183,12 @@ def paired_randomization_test(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, see
     ``>=`` is evaluated with a tolerance of ``1e-9 * sum |d_i|`` so floating-point rounding of equal sums cannot
     undercount.  This is the test ranx calls ``"fisher"``, but ranx reports ``c / R`` without the +1 terms.
 
+    One-sided (``alternative="less"``, H1: ``a`` is lower than ``b``): :math:`S = \sum_i d_i` and
+    :math:`S_s = \sum_i s_i d_i`, counted when :math:`S_s \le S` (same tolerance); exact :math:`p = \#\{s : S_s
+    \le S\} / 2^n`, floor :math:`1 / 2^n`; Monte Carlo as above. ``"greater"`` is ``"less"`` of ``b`` against
+    ``a``. At the same level it rejects where a two-sided test rejects in that direction, and more often: the
+    question "does ``a`` fall short of ``b``?" spends all of ``alpha`` on the side it asks about.
+
     Parameters
     ----------
     a, b : array_like
@@ -184,6 +200,8 @@ def paired_randomization_test(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, see
     exact_limit : int
         Enumerate exactly when ``2 ** n`` is at most ``max(n_resamples, exact_limit)``; ``0`` enumerates only when
         ``2 ** n <= n_resamples``.
+    alternative : str
+        ``"two-sided"`` (default), ``"less"`` or ``"greater"``.
 
     Returns
     -------
@@ -195,42 +213,69 @@ def paired_randomization_test(a, b, *, n_resamples: int = DEFAULT_RESAMPLES, see
     """
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative must be one of {', '.join(ALTERNATIVES)}, not {alternative!r}")
     a, b = as_1d_float(a), as_1d_float(b)
     stream = {"entropy": seed.entropy, "spawn_key": list(seed.spawn_key)} \
         if isinstance(seed, np.random.SeedSequence) else int(seed)
-    return kept("paired_randomization_test", RANDOMIZATION_VERSION,
-                {"n_resamples": n_resamples, "exact_limit": exact_limit, "seed": stream}, [a, b],
-                lambda: _randomization(a, b, n_resamples, seed, exact_limit), PairedTest)
+    params = {"n_resamples": n_resamples, "exact_limit": exact_limit, "seed": stream}
+    if alternative != "two-sided":  # so two-sided results kept before the one-sided test keep their keys
+        params["alternative"] = alternative
+    return kept("paired_randomization_test", RANDOMIZATION_VERSION, params, [a, b],
+                lambda: _randomization(a, b, n_resamples, seed, exact_limit, alternative), PairedTest)
+
+
+#: the hypotheses :func:`paired_randomization_test` can test against H0 (the two systems exchangeable)
+ALTERNATIVES = ("two-sided", "less", "greater")
 
 
 def _randomization(a: np.ndarray, b: np.ndarray, n_resamples: int, seed: int | np.random.SeedSequence,
-                   exact_limit: int) -> PairedTest:
+                   exact_limit: int, alternative: str) -> PairedTest:
     d_all = paired_diffs(a, b)
     n_all = int(d_all.size)
     if n_all == 0:
-        return PairedTest("randomization", 0, math.nan, math.nan, math.nan, 0, True, math.nan)
+        return PairedTest("randomization", 0, math.nan, math.nan, math.nan, 0, True, math.nan, alternative)
     mean_diff = float(d_all.mean())
     d = d_all[d_all != 0.0]  # a zero's sign changes nothing: same p-value, fewer sign vectors
     n = int(d.size)
     if n == 0:
-        return PairedTest("randomization", n_all, mean_diff, mean_diff, 1.0, 1, True, 1.0)
-    observed = abs(float(d.sum()))  # compare |sums|: same ordering as |means|
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, 1.0, 1, True, 1.0, alternative)
+    if alternative == "greater":  # a above b: b below a
+        d = -d
     # Tolerance scaled by the magnitude of the data, so ties that differ only
     # by summation rounding still count as "at least as extreme".
-    threshold = observed - 1e-9 * float(np.abs(d).sum())
-
+    tolerance = 1e-9 * float(np.abs(d).sum())
+    if alternative == "two-sided":  # |S_s| >= |S|: compare |sums|, same ordering as |means|
+        extreme = SignSums(abs(float(d.sum())) - tolerance, two_sided=True)
+    else:  # S_s <= S
+        extreme = SignSums(float(d.sum()) + tolerance, two_sided=False)
     if n < 63 and (1 << n) <= max(n_resamples, exact_limit):
-        half = 1 << (n - 1)
-        return PairedTest("randomization", n_all, mean_diff, mean_diff, _extreme_signs(d, threshold) / half, 1 << n,
-                          True, 1.0 / half)
-    p = (_extreme_flips(d, threshold, n_resamples, seed) + 1) / (n_resamples + 1)
+        return PairedTest("randomization", n_all, mean_diff, mean_diff, _extreme_signs(d, extreme) / (1 << n), 1 << n,
+                          True, (2.0 if extreme.two_sided else 1.0) / (1 << n), alternative)
+    p = (_extreme_flips(d, extreme, n_resamples, seed) + 1) / (n_resamples + 1)
     return PairedTest("randomization", n_all, mean_diff, mean_diff, float(p), n_resamples, False,
-                      1.0 / (n_resamples + 1))
+                      1.0 / (n_resamples + 1), alternative)
 
 
-def _extreme_signs(d: np.ndarray, threshold: float) -> int:
-    """Sign vectors with ``|sum s d| >= threshold``, counted over half of them: the first sign is fixed to + (their
-    mirror images have the same ``|sum|``), the other ``n - 1`` run through the bits of ``0 .. 2^(n-1) - 1``."""
+@dataclass(frozen=True)
+class SignSums:
+    """Which signed sums count as at least as extreme as the observed one: ``|S_s| >= threshold`` (two-sided) or
+    ``S_s <= threshold`` (one-sided, lower tail)."""
+
+    threshold: float
+    two_sided: bool
+
+    def count(self, sums: np.ndarray) -> int:
+        """How many of ``sums`` count."""
+        if self.two_sided:
+            return int(np.count_nonzero(np.abs(sums) >= self.threshold))
+        return int(np.count_nonzero(sums <= self.threshold))
+
+
+def _extreme_signs(d: np.ndarray, extreme: SignSums) -> int:
+    """Of all ``2^n`` sign vectors, those whose sum ``extreme`` counts, enumerated over half of them: the first sign
+    is fixed to + and each sum ``S`` stands for its mirror image ``-S`` too; the other ``n - 1`` signs run through
+    the bits of ``0 .. 2^(n-1) - 1``."""
     n = int(d.size)
     half = 1 << (n - 1)
     count = 0
@@ -239,13 +284,14 @@ def _extreme_signs(d: np.ndarray, threshold: float) -> int:
     for start in range(0, half, step):
         codes = np.arange(start, min(start + step, half), dtype=np.int64)
         signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
-        count += int(np.count_nonzero(np.abs(d[0] + signs @ d[1:]) >= threshold))
+        sums = d[0] + signs @ d[1:]
+        count += extreme.count(sums) * 2 if extreme.two_sided else extreme.count(sums) + extreme.count(-sums)
     return count
 
 
-def _extreme_flips(d: np.ndarray, threshold: float, n_resamples: int, seed) -> int:
-    """Of ``n_resamples`` random sign vectors (``default_rng(seed)``, a chunk of rows at a time), those with
-    ``|sum s d| >= threshold``."""
+def _extreme_flips(d: np.ndarray, extreme: SignSums, n_resamples: int, seed) -> int:
+    """Of ``n_resamples`` random sign vectors (``default_rng(seed)``, a chunk of rows at a time), those whose sum
+    ``extreme`` counts."""
     n = int(d.size)
     rng = np.random.default_rng(seed)
     count = 0
@@ -254,8 +300,7 @@ def _extreme_flips(d: np.ndarray, threshold: float, n_resamples: int, seed) -> i
     for start in range(0, n_resamples, step):
         rows = min(step, n_resamples - start)
         flips = rng.integers(0, 2, size=(rows, n), dtype=np.int8)  # 1 = flip the sign
-        sums = total - 2.0 * (flips.astype(np.float64) @ d)
-        count += int(np.count_nonzero(np.abs(sums) >= threshold))
+        count += extreme.count(total - 2.0 * (flips.astype(np.float64) @ d))
     return count
 
 

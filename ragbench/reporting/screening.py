@@ -51,9 +51,9 @@ def screening_sentence(table: pl.DataFrame | None) -> str | None:
     r = table.row(0, named=True)
     out = int((~table["kept"]).sum())
     margin = _margin(r)
-    rule = (f"significantly short of the leader + {margin:g} (they cannot beat it by {margin:g}: paired "
+    rule = (f"significantly short of the leader + {margin:g} (they cannot beat it by {margin:g}: one-sided paired "
             f"randomization test of their scores less {margin:g}" if margin else
-            "significantly worse than the leader (paired randomization test")
+            "significantly worse than the leader (one-sided paired randomization test")
     cheapest = (f" The leader is the cheapest pair (its full embed priced in {r['cost_unit']}) whose screen score is "
                 f"within {margin:g} of the best." if margin and r.get("cost_unit") else "")
     return (f"Screening: {table.height} chunker x model pairs were first evaluated on a pooled sub-corpus of "

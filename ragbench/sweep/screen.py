@@ -9,7 +9,8 @@ documents as the primary's cutoff, so a fine chunker is compared at the same doc
 judged like the sweep judges (the primary measure per query).
 
 The decision (:func:`screen_pairs`): the leader is the pair with the best mean; every other pair is compared with
-it by the project's paired randomization test on the same queries, Holm-adjusted across the pairs. A pair whose
+it by the project's paired randomization test on the same queries, one-sided (H1: the pair is below the leader),
+Holm-adjusted across the pairs. A pair whose
 adjusted p-value is below ``alpha`` and whose mean is lower is screened out: its configs are recorded with status
 ``screened_out`` (not failed; a later sweep without the screen evaluates them). With ``search.margin`` m > 0 the
 test is of the pair's values less m against the leader's (an indifference zone): a pair is screened out when it
@@ -124,9 +125,10 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
                  costs: dict[Pair, float] | None = None) -> tuple[dict[Pair, PairScreen], Pair]:
     """The decision on per-query ``values`` (one array per pair, aligned by query, NaN = unlabelled).
 
-    The rule: the leader is the best mean (ties: the first pair); each other pair gets the paired randomization
-    test against the leader (:func:`~ragbench.evaluation.paired_tests.paired_randomization_test`, resamples for a
-    Holm family of that size) of its values less ``margin`` (m), the p-values are Holm-adjusted across the pairs,
+    The rule: the leader is the best mean (ties: the first pair); each other pair gets the one-sided paired
+    randomization test against the leader (:func:`~ragbench.evaluation.paired_tests.paired_randomization_test`,
+    ``alternative="less"``, resamples for a Holm family of that size) of its values less ``margin`` (m), the
+    p-values are Holm-adjusted across the pairs,
     and a pair is kept unless its adjusted p is below ``alpha`` and its difference from the leader
     (Δ = its mean − the leader's) is below m. m = 0: screened out = significantly worse than the leader; m > 0 (an
     indifference zone, H0: Δ = m): also a pair that significantly falls short of beating the leader by m — a tie
@@ -135,7 +137,13 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     the best mean (ties: the better mean; m = 0: the best mean), so that of a group of pairs the screen cannot tell
     apart by m the cheapest one is embedded in full; the best-mean pair is then tested against it like the others.
     A ``shallow`` pair (its run named fewer documents than the primary's cutoff for some query: the report would
-    not compare it) is neither leader nor tested: it is kept."""
+    not compare it) is neither leader nor tested: it is kept.
+
+    One-sided, because the screen's question is one-sided — does this pair fall short of the leader (+ m)? — and the
+    error it must bound is one: screening out a pair that would beat the leader (by m). That is Hsu's multiple
+    comparisons with the best (one-sided bounds on each mean less the best of the others; for a pair other than the
+    leader, the best of the others is the leader), with Holm in place of Dunnett's joint critical value. A two-sided
+    test here spent half of ``alpha`` on a side the rule never acts on."""
     means = {p: float(np.nanmean(v)) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
     ranked = [p for p in means if p not in shallow] or list(means)
     leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
@@ -146,7 +154,8 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     resamples = required_resamples(max(len(others), 1), alpha)
     name = {p: pair_label(*labels[p]) for p in values}
     tests = {p: paired_randomization_test(values[p] - margin, values[leader], n_resamples=resamples,
-                                          seed=pair_seed(seed, name[p], name[leader])) for p in others}
+                                          seed=pair_seed(seed, name[p], name[leader]), alternative="less")
+             for p in others}
     adjusted = holm_correction({p: t.p_value for p, t in tests.items()})
     out = {}
     for p in values:

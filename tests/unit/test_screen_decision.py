@@ -40,9 +40,9 @@ def test_the_leader_is_the_best_mean_and_a_pair_goes_only_when_holm_says_it_is_w
     assert leader == (0, "m") and decided[leader].kept and decided[leader].delta is None
     assert not decided[(0, "s")].kept and decided[(0, "s")].delta < 0
     assert decided[(1, "m")].kept
-    # the p-values are the project's randomization test against the leader, Holm-adjusted over the three others
+    # the p-values are the project's one-sided randomization test against the leader, Holm-adjusted over the others
     n = required_resamples(3, 0.05)
-    raw = {p: paired_randomization_test(values[p], values[leader], n_resamples=n,
+    raw = {p: paired_randomization_test(values[p], values[leader], n_resamples=n, alternative="less",
                                         seed=pair_seed(0, " | ".join(LABELS[p]), " | ".join(LABELS[leader]))).p_value
            for p in values if p != leader}
     adjusted = holm_correction(raw)
@@ -52,15 +52,30 @@ def test_the_leader_is_the_best_mean_and_a_pair_goes_only_when_holm_says_it_is_w
     assert abs(decided[(1, "s")].mean - float(np.nanmean(values[(1, "s")]))) < 1e-12
 
 
+def _loses(wins: int, queries: int = 13) -> dict:
+    """The leader, and a pair that loses 0.05 on all but ``wins`` of ``queries`` queries and wins 0.05 on those."""
+    base = np.random.default_rng(3).uniform(0.3, 0.7, queries)
+    return {(0, "m"): base, (1, "m"): base - 0.05 * np.array([1.0] * (queries - wins) + [-1.0] * wins)}
+
+
 def test_a_significant_raw_p_that_holm_lifts_above_alpha_keeps_the_pair():
-    rng = np.random.default_rng(3)
-    base = rng.uniform(0.3, 0.7, 12)
-    # 10 of 12 queries lose 0.05, 2 win 0.05: exact raw p = 2 (1 + 12 + 66) / 2^12 = 0.039, Holm x 2 = 0.077
-    worse = base - 0.05 * np.array([1.0] * 10 + [-1.0, -1.0])
-    values = {(0, "m"): base, (1, "m"): worse, (0, "s"): base - 0.001 * np.array([1.0, -1.0] * 5 + [1.0, 1.0])}
+    # 10 of 13 queries lose 0.05, 3 win 0.05: exact one-sided p = (1 + 13 + 78 + 286) / 2^13 = 0.046, Holm x 2 = 0.092
+    values = _loses(3) | {(0, "s"): _loses(3)[(0, "m")] - 0.001 * np.array([1.0, -1.0] * 6 + [1.0])}
     decided, _ = screen_pairs(values, LABELS, alpha=0.05)
     p = decided[(1, "m")]
-    assert p.p < 0.05 <= p.p_holm and p.kept
+    assert p.p == 378 / 8192 and p.p < 0.05 <= p.p_holm and p.kept
+
+
+def test_the_screen_asks_whether_a_pair_falls_short_a_one_sided_question():
+    from scipy import stats
+
+    # one comparison: the one-sided p 0.046 screens the pair out where a two-sided test (0.092) would have kept it
+    values = _loses(3)
+    decided, leader = screen_pairs(values, LABELS, alpha=0.05)
+    reference = stats.permutation_test((values[(1, "m")], values[leader]), lambda x, y: np.sum(x - y),
+                                       permutation_type="samples", alternative="less", n_resamples=np.inf)
+    assert decided[(1, "m")].p == reference.pvalue == 378 / 8192
+    assert not decided[(1, "m")].kept
 
 
 def test_a_screened_out_config_says_why_and_is_stored_as_screened_out():
@@ -120,7 +135,7 @@ def test_a_margin_screens_out_the_pairs_that_cannot_beat_the_leader_by_it():
     assert leader == (0, "m") and not decided[tied].kept and not decided[(0, "s")].kept
     # the test is of the pair's values less the margin against the leader's, Holm-adjusted as without one
     n = required_resamples(3, 0.05)
-    raw = {p: paired_randomization_test(values[p] - 0.05, values[leader], n_resamples=n,
+    raw = {p: paired_randomization_test(values[p] - 0.05, values[leader], n_resamples=n, alternative="less",
                                         seed=pair_seed(0, " | ".join(LABELS[p]), " | ".join(LABELS[leader]))).p_value
            for p in values if p != leader}
     for p, adjusted in holm_correction(raw).items():

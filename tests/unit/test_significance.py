@@ -134,6 +134,13 @@ def test_statistics_kept_in_a_cache_equal_computed_ones_and_a_cache_that_cannot_
             assert {name: paired_randomization_test(x, b, seed=pair_seed(0, *name)) for name in tests} == tests
             assert paired_randomization_test(b, x, seed=pair_seed(0, "p", "q")).mean_diff == -tests["p", "q"].mean_diff
     assert tests["p", "q"].p_value != tests["p", "r"].p_value and cache.verify() == (7, {})
+    # a one-sided test of the same pair is another entry, never the two-sided one read back
+    one = paired_randomization_test(x, b, seed=pair_seed(0, "p", "q"), alternative="less")
+    with stats_kept_in(cache):
+        for _ in range(2):
+            assert paired_randomization_test(x, b, seed=pair_seed(0, "p", "q"), alternative="less") == one
+            assert paired_randomization_test(x, b, seed=pair_seed(0, "p", "q")) == tests["p", "q"]
+    assert one.p_value != tests["p", "q"].p_value and cache.verify() == (8, {})
 
 def _t_pvalue_closed_form(t: float, df: int) -> float:
     """Two-sided Student-t p-value in closed form (no scipy): df = 2 and df = 3."""
@@ -216,6 +223,37 @@ def test_randomization_zero_differences_change_nothing():
     assert res.n == 37 and res.exact and res.n_resamples == 2 ** 7
     assert res.p_value == _brute_force_p(d) and res.p_floor == 2 / 2 ** 7
     assert res.mean_diff == pytest.approx(d.sum() / 37, rel=1e-15)
+
+
+def test_one_sided_randomization_counts_one_tail_as_scipy_does():
+    from scipy import stats
+
+    rng = np.random.default_rng(8)
+    grades = np.array([0.0, 0.25, 0.5, 1.0])
+    for _ in range(4):  # graded values with ties and zero differences
+        a, b = rng.choice(grades, 14), rng.choice(grades, 14)
+        d = (a - b)[a != b]
+        below = sum(1 for signs in itertools.product((1, -1), repeat=d.size)
+                    if sum(s * x for s, x in zip(signs, d)) <= d.sum() + 1e-9 * np.abs(d).sum())
+        less = paired_randomization_test(a, b, alternative="less")
+        assert less.exact and less.p_value == below / 2 ** d.size and less.p_floor == 1 / 2 ** d.size
+        for alternative in ("less", "greater"):
+            reference = stats.permutation_test((a, b), lambda x, y: np.sum(x - y), permutation_type="samples",
+                                               alternative=alternative, n_resamples=np.inf)
+            assert paired_randomization_test(a, b, alternative=alternative).p_value == pytest.approx(
+                reference.pvalue, rel=1e-12)
+        assert paired_randomization_test(a, b, alternative="greater").p_value == \
+            paired_randomization_test(b, a, alternative="less").p_value
+    # a clear loss: one tail holds the whole two-sided p's evidence, so half of it (no mass at the centre)
+    a = rng.uniform(size=16)
+    b = a + 0.1 + rng.normal(scale=0.1, size=16)
+    two, one = paired_randomization_test(a, b), paired_randomization_test(a, b, alternative="less")
+    assert one.p_value == pytest.approx(two.p_value / 2, rel=1e-12) and one.alternative == "less"
+    assert paired_randomization_test(a, b, alternative="greater").p_value > 0.99
+    mc = paired_randomization_test(a, b, alternative="less", n_resamples=4_000, seed=5, exact_limit=0)
+    assert not mc.exact and mc.p_value == pytest.approx(one.p_value, abs=0.03)
+    with pytest.raises(ValueError, match="alternative"):
+        paired_randomization_test(a, b, alternative="smaller")
 
 
 # --------------------------------------------------------------------------
