@@ -49,8 +49,10 @@ class SearchSpec(Spec):
     depth: int = Field(10, ge=1, description="documents each cheap retriever (BM25 per chunker, a static model) "
                                             "adds to the screen's pool per query (the pool, and so the screen's "
                                             "encoding, grows with queries x depth)")
-    alpha: float = Field(0.05, gt=0, lt=1, description="a pair is screened out when its Holm-adjusted p-value "
-                                                       "against the leader is below this and its mean is lower")
+    alpha: float = Field(0.05, gt=0, lt=1, description="a pair is screened out when its Holm-adjusted one-sided "
+                                                       "p-value (H1: it scores below the leader + margin) is below "
+                                                       "this (the error it bounds: screening out a pair that "
+                                                       "would beat the leader by the margin)")
     margin: float = Field(0.0, ge=0, description="the smallest gain in the primary measure worth a full embed: "
                                                  "the leader is the cheapest pair (estimated seconds of its full "
                                                  "embed) within this of "
