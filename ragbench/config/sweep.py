@@ -51,8 +51,8 @@ class SearchSpec(Spec):
                                             "encoding, grows with queries x depth)")
     alpha: float = Field(0.05, gt=0, lt=1, description="a pair is screened out when its Holm-adjusted one-sided "
                                                        "p-value (H1: it scores below the leader + margin) is below "
-                                                       "this (the error it bounds: screening out a pair that "
-                                                       "would beat the leader by the margin)")
+                                                       "this: the chance it allows of screening out the best "
+                                                       "pair")
     margin: float = Field(0.0, ge=0, description="the smallest gain in the primary measure worth a full embed: "
                                                  "the leader is the cheapest pair (estimated seconds of its full "
                                                  "embed) within this of "

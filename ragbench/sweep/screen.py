@@ -140,10 +140,11 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     not compare it) is neither leader nor tested: it is kept.
 
     One-sided, because the screen's question is one-sided — does this pair fall short of the leader (+ m)? — and the
-    error it must bound is one: screening out a pair that would beat the leader (by m). That is Hsu's multiple
-    comparisons with the best (one-sided bounds on each mean less the best of the others; for a pair other than the
-    leader, the best of the others is the leader), with Holm in place of Dunnett's joint critical value. A two-sided
-    test here spent half of ``alpha`` on a side the rule never acts on."""
+    error it must bound is one: screening out the best pair. That is Hsu's multiple comparisons with the best
+    (one-sided bounds on each mean less the best of the others; for a pair other than the leader, the best of the
+    others is the leader), with Holm in place of Dunnett's joint critical value: the chance that a best pair is
+    screened out is at most ``alpha`` (simulated in tests/unit/test_screen_decision.py). A two-sided test here
+    spent half of ``alpha`` on a side the rule never acts on."""
     means = {p: float(np.nanmean(v)) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
     ranked = [p for p in means if p not in shallow] or list(means)
     leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
