@@ -51,15 +51,21 @@ def screening_sentence(table: pl.DataFrame | None) -> str | None:
     r = table.row(0, named=True)
     out = int((~table["kept"]).sum())
     margin = _margin(r)
-    rule = (f"significantly short of the leader + {margin:g} (they cannot beat it by {margin:g}: one-sided paired "
-            f"randomization test of their scores less {margin:g}" if margin else
-            "significantly worse than the leader (one-sided paired randomization test")
+    test = f"{_sided(r)} paired randomization test"
+    rule = (f"significantly short of the leader + {margin:g} (they cannot beat it by {margin:g}: {test} of their "
+            f"scores less {margin:g}" if margin else f"significantly worse than the leader ({test}")
     cheapest = (f" The leader is the cheapest pair (its full embed priced in {r['cost_unit']}) whose screen score is "
                 f"within {margin:g} of the best." if margin and r.get("cost_unit") else "")
     return (f"Screening: {table.height} chunker x model pairs were first evaluated on a pooled sub-corpus of "
             f"{r['n_docs']:,} documents ({r['n_chunks']:,} chunks over the chunkers) with {r['n_queries']} queries; "
             f"{out} pair(s) {rule}, Holm, α = {r['alpha']:g}) were not embedded in full (their configs: NOT RUN, "
             f"screened out).{cheapest}")
+
+
+def _sided(row: dict) -> str:
+    """The screen's test in words: one-sided (``alternative`` less) or two-sided (NULL: written before the screen
+    tested one side)."""
+    return "one-sided" if row.get("alternative") == "less" else "two-sided"
 
 
 def _margin(row: dict) -> float:
@@ -69,7 +75,8 @@ def _margin(row: dict) -> float:
 
 def screening_json(table: pl.DataFrame | None) -> dict | None:
     """The ``screening`` key of the JSON report: the pool's size, the unit the pairs' full embeds were priced in
-    (``cost_unit``: seconds, chunks, or null in older files) and one object per pair (null without a screen)."""
+    (``cost_unit``: seconds, chunks, or null in older files), the paired test (``test``: one-sided, or two-sided in
+    files written before it was) and one object per pair (null without a screen)."""
     if table is None or table.is_empty():
         return None
     r = table.row(0, named=True)
@@ -78,4 +85,4 @@ def screening_json(table: pl.DataFrame | None) -> dict | None:
               "leader": p["leader"]}
              for p in table.iter_rows(named=True)]
     return {"documents": r["n_docs"], "chunks": r["n_chunks"], "queries": r["n_queries"], "alpha": r["alpha"],
-            "margin": _margin(r), "cost_unit": r.get("cost_unit"), "pairs": pairs}
+            "margin": _margin(r), "cost_unit": r.get("cost_unit"), "test": _sided(r), "pairs": pairs}

@@ -74,6 +74,8 @@ ALTER TABLE answers ADD COLUMN IF NOT EXISTS gold_lost_to_budget BOOLEAN;
 ALTER TABLE screening ADD COLUMN IF NOT EXISTS margin DOUBLE;
 ALTER TABLE screening ADD COLUMN IF NOT EXISTS full_embed_cost DOUBLE;
 ALTER TABLE screening ADD COLUMN IF NOT EXISTS cost_unit VARCHAR;
+-- the screen's test: 'less' (one-sided); NULL: written before it, two-sided
+ALTER TABLE screening ADD COLUMN IF NOT EXISTS alternative VARCHAR;
 """
 
 def _key_sql(column: str) -> str:

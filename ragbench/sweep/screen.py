@@ -53,6 +53,9 @@ from ragbench.sweep.stages import chunk_stage, evaluate_stage
 
 Pair = tuple[int, str]  # (chunker index, embedder spec id)
 
+#: the screen's paired test: one-sided, H1 the pair scores below the leader (+ margin) (:func:`screen_pairs`)
+SCREEN_ALTERNATIVE = "less"
+
 
 @dataclass(frozen=True)
 class PairScreen:
@@ -99,7 +102,8 @@ class Screen:
         rows = [{"chunker": s.chunker, "model": s.model, "mean": s.mean, "delta": s.delta, "p": s.p,
                  "p_holm": s.p_holm, "kept": s.kept, "leader": pair == self.leader, "n_docs": self.n_docs,
                  "n_chunks": self.n_chunks, "n_queries": n_queries, "alpha": alpha, "margin": self.margin,
-                 "full_embed_cost": self.costs.get(pair), "cost_unit": self.cost_unit}
+                 "full_embed_cost": self.costs.get(pair), "cost_unit": self.cost_unit,
+                 "alternative": SCREEN_ALTERNATIVE}
                 for pair, s in self.pairs.items()]
         return pl.DataFrame(rows, schema=SCREENING_COLUMNS)
 
@@ -155,7 +159,8 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     resamples = required_resamples(max(len(others), 1), alpha)
     name = {p: pair_label(*labels[p]) for p in values}
     tests = {p: paired_randomization_test(values[p] - margin, values[leader], n_resamples=resamples,
-                                          seed=pair_seed(seed, name[p], name[leader]), alternative="less")
+                                          seed=pair_seed(seed, name[p], name[leader]),
+                                          alternative=SCREEN_ALTERNATIVE)
              for p in others}
     adjusted = holm_correction({p: t.p_value for p, t in tests.items()})
     out = {}

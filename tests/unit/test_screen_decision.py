@@ -105,8 +105,9 @@ def test_the_screening_section_shows_each_pair_and_the_pool():
     assert [r["decision"] for r in rows if r["pair"] == "fixed | minilm"] == ["leader"]
     assert [r["decision"] for r in rows if r["pair"] == "fixed | static"] == ["screened out"]
     assert "120 documents (480 chunks" in screening_sentence(table) and "40 queries" in screening_sentence(table)
+    assert "(one-sided paired randomization test, Holm" in screening_sentence(table)
     js = screening_json(table)
-    assert js["documents"] == 120 and len(js["pairs"]) == 4
+    assert js["documents"] == 120 and len(js["pairs"]) == 4 and js["test"] == "one-sided"
     assert screening_rows(None) == [] and screening_sentence(None) is None and screening_json(None) is None
 
 
@@ -177,8 +178,12 @@ def test_a_results_file_from_before_the_margin_gains_the_column_and_reads_as_no_
                     "30, 0.05)")
     table = ResultStore(path).screening("s1")
     assert table["margin"].to_list() == [None] and table["mean"].to_list() == [0.7]
-    assert "significantly worse than the leader" in screening_sentence(table)
-    assert screening_json(table)["margin"] == 0
+    assert "significantly worse than the leader (two-sided paired" in screening_sentence(table)
+    assert screening_json(table)["margin"] == 0 and screening_json(table)["test"] == "two-sided"
+    assert table["alternative"].to_list() == [None]  # the test then was two-sided, and the report says so
+    # rows spooled by a version before the column, merged now: NULL there too
+    ResultStore(path).write_screening("s2", table.drop("alternative", "margin"))
+    assert ResultStore(path).screening("s2")["alternative"].to_list() == [None]
     # nor the price of each full embed: not shown, not made up
     assert table["full_embed_cost"].to_list() == [None] and table["cost_unit"].to_list() == [None]
     assert screening_rows(table)[0]["cost"] == "—" and screening_json(table)["cost_unit"] is None
