@@ -110,7 +110,7 @@ def embed_texts(texts: TextColumn, spec: EmbedderSpec, role: Role, cache: Vector
     nothing is held in memory beyond one segment (the index streams from the cache); ``texts`` may be a polars
     column, read into Python strings one batch at a time (here, one shard at a time).
     """
-    prompt = spec.query_prompt if role == "query" else spec.document_prompt
+    prompt = spec.prompt_for(role)
     key = model_key(spec)
     hashes = prompt_hashes(texts, prompt)
     encode_seconds: list[float] = []  # model time here (none when the shards run on workers)
@@ -148,7 +148,7 @@ def embed_texts(texts: TextColumn, spec: EmbedderSpec, role: Role, cache: Vector
 def encode_uncached(texts: list[str], spec: EmbedderSpec, role: Role) -> np.ndarray:
     """Vectors of ``texts`` straight from the model (role prompt prepended, batched as :func:`embed_shard` batches
     them), bypassing the cache: what a serving process pays for a query it has not seen."""
-    prompt = spec.query_prompt if role == "query" else spec.document_prompt
+    prompt = spec.prompt_for(role)
     device = encoder_device(spec)
     return encode_in_batches(load_encoder(spec, device), texts, device_batch_size(spec.batch_size, device), prompt,
                              device=device)
@@ -225,7 +225,7 @@ def embed_shard(shard: EmbedShard, on_batch=None, encode_seconds: list[float] | 
     cache (one atomic segment file each); returns the number of texts. The model is loaded once per process and
     reused by every later shard. The wall seconds of each model call go to ``encode_seconds`` when given."""
     spec = shard.spec
-    prompt = spec.query_prompt if shard.role == "query" else spec.document_prompt
+    prompt = spec.prompt_for(shard.role)
     device = encoder_device(spec)
     if spec.model.startswith(FINETUNED_PREFIX):  # on a Dask worker too: the home's fine-tuned models
         configure_model_store(shard.cache_root.parent / "models")

@@ -61,6 +61,11 @@ class EmbedderSpec(Spec):
         """``""`` for torch, else ``onnx-fp32`` or ``onnx-int8``: what the model key and label add."""
         return "" if self.backend == "torch" else f"onnx-{'fp32' if self.quantize == 'none' else self.quantize}"
 
+    def prompt_for(self, role: str) -> str:
+        """The text prepended to each text of ``role`` before encoding: ``query_prompt`` for queries, else
+        ``document_prompt``."""
+        return self.query_prompt if role == "query" else self.document_prompt
+
     def canonical(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude={"name", "device"})
 

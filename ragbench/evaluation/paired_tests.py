@@ -285,7 +285,7 @@ def _extreme_signs(d: np.ndarray, extreme: SignSums) -> int:
         codes = np.arange(start, min(start + step, half), dtype=np.int64)
         signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)
         sums = d[0] + signs @ d[1:]
-        count += extreme.count(sums) * 2 if extreme.two_sided else extreme.count(sums) + extreme.count(-sums)
+        count += extreme.count(sums) + extreme.count(-sums)
     return count
 
 
