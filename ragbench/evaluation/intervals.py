@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragbench.evaluation.kept import kept
+from ragbench.evaluation.means import query_mean
 
 __all__ = ["ConfidenceInterval", "bootstrap_ci"]
 
 #: bump when a change to :func:`bootstrap_ci` can change an interval: kept intervals of older versions are unused
-BOOTSTRAP_VERSION = 1
+BOOTSTRAP_VERSION = 2  # 2: the mean is query_mean's (exact, then rounded once), resampled around it
 
 # Upper bound on the number of float64 cells materialised per resampling chunk
 # (~8 MB), so memory stays flat whatever n_resamples is.
@@ -65,8 +66,9 @@ def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95,
 
     NaN values are dropped first.  With the remaining ``n`` values
     :math:`x_1..x_n`, draw ``n_resamples`` samples of size ``n`` with
-    replacement, compute each resample mean :math:`\bar x^*_r`, and return the
-    empirical :math:`\alpha/2` and :math:`1-\alpha/2` quantiles of those means
+    replacement, compute each resample mean :math:`\bar x^*_r` (as :math:`\bar x` plus the mean of the
+    resample's deviations :math:`x^*_i - \bar x`: the same in exact arithmetic, and exact when every value is
+    the same), and return the empirical :math:`\alpha/2` and :math:`1-\alpha/2` quantiles of those means
     (``numpy.quantile``, linear interpolation) with
     :math:`\alpha = 1 - \mathrm{confidence}`.
 
@@ -84,7 +86,7 @@ def bootstrap_ci(values, *, n_resamples: int = 10_000, confidence: float = 0.95,
     Returns
     -------
     ConfidenceInterval
-        ``mean`` is the plain sample mean (not the bootstrap mean).  With
+        ``mean`` is the sample mean (:func:`~ragbench.evaluation.means.query_mean`, not the bootstrap mean).  With
         ``n == 0`` every field but ``n`` is NaN; with ``n == 1`` the interval
         collapses to the single value.  Inside
         :func:`~ragbench.evaluation.kept.stats_kept_in` it is read from the
@@ -105,11 +107,14 @@ def _bootstrap(x: np.ndarray, n_resamples: int, confidence: float, seed: int) ->
     n = int(x.size)
     if n == 0:
         return ConfidenceInterval(math.nan, math.nan, math.nan, 0, confidence)
-    mean = float(x.mean())
+    mean = query_mean(x)
     if n == 1:
         return ConfidenceInterval(mean, mean, mean, 1, confidence)
 
     rng = np.random.default_rng(seed)
+    # resampled around the mean (mean + the mean of the deviations): values that are all equal then resample to
+    # exactly their mean, where a mean of n copies of 0.9 summed in floating point drifts off it and out of its CI
+    deviations = x - mean
     boot_means = np.empty(n_resamples, dtype=np.float64)
     step = chunk_rows(n)
     # Chunked so that the (resamples x n) index matrix never exceeds ~8 MB;
@@ -118,7 +123,7 @@ def _bootstrap(x: np.ndarray, n_resamples: int, confidence: float, seed: int) ->
     for start in range(0, n_resamples, step):
         stop = min(start + step, n_resamples)
         idx = rng.integers(0, n, size=(stop - start, n))
-        boot_means[start:stop] = x[idx].mean(axis=1)
+        boot_means[start:stop] = mean + deviations[idx].mean(axis=1)
 
     alpha = 1.0 - confidence
     low, high = np.quantile(boot_means, [alpha / 2.0, 1.0 - alpha / 2.0])

@@ -42,6 +42,7 @@ from ragbench.core.measure_keys import measure_key
 from ragbench.core.schemas import PER_QUERY_SCHEMA, canonical_order
 from ragbench.core.spec import Spec
 from ragbench.data.holdout import HELDOUT_PREFIX
+from ragbench.evaluation.means import query_means
 from ragbench.evaluation.measures import RANK_MEASURES, UNJUDGED, Measure
 from ragbench.evaluation.measures.base import RankedBatch
 from ragbench.evaluation.measures.judged import COVERAGE_MEASURES
@@ -147,11 +148,11 @@ def ranked_batch(doc_run: pl.DataFrame, qrels: pl.DataFrame, query_ids: list[str
 
 
 def aggregate(per_query: pl.DataFrame) -> pl.DataFrame:
-    """Mean of each measure over labelled queries (NaN excluded), with ``n`` scored and ``n_unlabelled``."""
-    return (per_query.group_by("measure", maintain_order=True)
-            .agg(pl.col("value").filter(pl.col("value").is_not_nan()).mean().alias("mean"),
-                 pl.col("value").is_not_nan().sum().cast(pl.Int64).alias("n"),
-                 pl.col("value").is_nan().sum().cast(pl.Int64).alias("n_unlabelled")))
+    """Mean of each measure over labelled queries (NaN excluded; :func:`~ragbench.evaluation.means.query_mean`:
+    the exact mean rounded once), with ``n`` scored and ``n_unlabelled``."""
+    return query_means(per_query, "measure", n=pl.col("value").is_not_nan().sum().cast(pl.Int64),
+                       n_unlabelled=pl.col("value").is_nan().sum().cast(pl.Int64)).select(
+        "measure", pl.when(pl.col("n") > 0).then(pl.col("mean")).alias("mean"), "n", "n_unlabelled")  # none: null
 
 
 # ---------------------------------------------------------------- document depth

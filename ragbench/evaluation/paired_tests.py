@@ -52,6 +52,7 @@ import numpy as np
 
 from ragbench.evaluation.intervals import as_1d_float, chunk_rows
 from ragbench.evaluation.kept import kept
+from ragbench.evaluation.means import query_mean
 
 __all__ = [
     "EXACT_LIMIT",
@@ -75,7 +76,7 @@ RESOLUTION = 100
 DEFAULT_RESAMPLES = 10_000
 #: bump when a change to :func:`paired_randomization_test` can change a result: kept results of older versions are
 #: unused (:mod:`ragbench.evaluation.kept`)
-RANDOMIZATION_VERSION = 1
+RANDOMIZATION_VERSION = 2  # 2: mean_diff is query_mean's (exact, then rounded once)
 
 K = TypeVar("K", bound=Hashable)
 
@@ -235,7 +236,7 @@ def _randomization(a: np.ndarray, b: np.ndarray, n_resamples: int, seed: int | n
     n_all = int(d_all.size)
     if n_all == 0:
         return PairedTest("randomization", 0, math.nan, math.nan, math.nan, 0, True, math.nan, alternative)
-    mean_diff = float(d_all.mean())
+    mean_diff = query_mean(d_all)
     d = d_all[d_all != 0.0]  # a zero's sign changes nothing: same p-value, fewer sign vectors
     n = int(d.size)
     if n == 0:
@@ -319,7 +320,7 @@ def paired_t_test(a, b) -> PairedTest:
     n = int(d.size)
     if n == 0:
         return PairedTest("student", 0, math.nan, math.nan, math.nan)
-    mean_diff = float(d.mean())
+    mean_diff = query_mean(d)
     if n < 2:
         return PairedTest("student", n, mean_diff, math.nan, math.nan)
     if not np.any(d):

@@ -37,6 +37,7 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.measure_keys import MeasureMap, measure_key
 from ragbench.data.holdout import heldout_key, spec_holdout
 from ragbench.evaluation.comparison import compare_configs
+from ragbench.evaluation.means import query_mean
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.paired_tests import paired_randomization_test, paired_t_test
 from ragbench.results.lookup import sweep_primary
@@ -97,10 +98,6 @@ def format_p(p: float | None) -> str:
     return "n/a" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.4g}"
 
 
-def _nanmean(values: pl.Series) -> float:
-    return float(np.nanmean(values.to_numpy())) if values.is_not_nan().any() else math.nan
-
-
 def _refuse_shallow(store: ResultStore, sweep_id: str, config_id: str, name: str, primary: str) -> None:
     """Refuse a gate on a document measure deeper than the documents the config's run reached
     (:func:`ragbench.evaluation.metrics.unreached_depth`): its value is not comparable."""
@@ -133,7 +130,7 @@ def check_promotion_gate(store: ResultStore, sweep_id: str, config_id: str, *, p
     if cand.is_empty():
         raise RagbenchError(f"measure {primary!r} was not computed for config {name} in sweep {sweep_id}")
     _refuse_shallow(store, sweep_id, config_id, name, primary)
-    candidate = _Candidate(store, sweep_id, config_id, name, primary, _nanmean(cand["value"]),
+    candidate = _Candidate(store, sweep_id, config_id, name, primary, query_mean(cand["value"]),
                            sweep["dataset_fingerprint"])
     gate = _GateSettings(primary, alpha, n_resamples, seed)
     rows = store.promotion_records(active=True)
@@ -187,8 +184,7 @@ def _against_production(c: _Candidate, live: Promotion, gate: _GateSettings) -> 
     rand = paired_randomization_test(a, b, n_resamples=gate.n_resamples, seed=gate.seed)
     t = paired_t_test(a, b)
     keep = ~(np.isnan(a) | np.isnan(b))
-    base_mean = float(b[keep].mean()) if keep.any() else math.nan
-    cand_paired = float(a[keep].mean()) if keep.any() else math.nan
+    base_mean, cand_paired = query_mean(b[keep]), query_mean(a[keep])
     where = "this sweep" if base_sweep == c.sweep_id else f"sweep {base_sweep}"
     held_note = "" if split is None else (
         f"gated on the held-out set: {rand.n} queries never used to rank the configs (dataset.holdout "
@@ -220,4 +216,4 @@ def _gated_values(c: _Candidate, live: Promotion, base_sweep: str, split: tuple 
                             f"{c.name} has no {gated_on} values; re-run the sweep")
     base = pl.concat([store.measure_values(base_sweep, live.config_id, gated_on),
                       store.measure_values(base_sweep, live.config_id, c.primary)]).unique("query_id", keep="first")
-    return gated_on, _nanmean(cand["value"]), cand, base
+    return gated_on, query_mean(cand["value"]), cand, base

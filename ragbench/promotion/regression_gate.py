@@ -33,7 +33,6 @@ primary value dropped.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,6 +47,7 @@ from ragbench.core.schemas import QRELS_SCHEMA, QUERY_SCHEMA, index_texts
 from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
 from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.means import query_mean
 from ragbench.evaluation.measures import RANK_MEASURES
 from ragbench.evaluation.measures.base import Measure
 from ragbench.evaluation.metrics import evaluate_per_query
@@ -249,7 +249,7 @@ def run_regression_gate(production: RunConfig, candidate: RunConfig, probes: Dat
     table = table.with_columns(regressed=lost | (pl.lit(worse) & (pl.col("candidate") < pl.col("production"))))
     return GateResult(production_name or production.labels.text, candidate.labels.text, candidate.config_id,
                       measure_key(primary), k, table,
-                      float(b.mean()) if len(b) else math.nan, float(a.mean()) if len(a) else math.nan,
+                      query_mean(b), query_mean(a),
                       float(test.mean_diff), float(test.p_value), int(test.n), bool(worse), alpha)
 
 

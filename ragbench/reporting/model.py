@@ -29,16 +29,17 @@ from ragbench.core.errors import RagbenchError
 from ragbench.core.measure_keys import MeasureMap, measure_key, measure_keys
 from ragbench.data.holdout import heldout_key
 from ragbench.data.labels import synthetic_warnings
-from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.comparison import Comparison, compare_configs
 from ragbench.evaluation.kept import stats_kept_in
+from ragbench.evaluation.means import query_mean, query_means
+from ragbench.evaluation.metrics import document_cutoff, unreached_depth
+from ragbench.reporting.assessor import AssessorSection, assessor_section
 from ragbench.reporting.columns import leaderboard_measures, shown_measures
 from ragbench.reporting.decision import QuestionsNeeded, questions_needed_rows
 from ragbench.reporting.heldout import HoldoutRepeats, WinnerHeldOut, holdout_repeats
 from ragbench.reporting.label_coverage import LabelCoverage, coverage_cells, is_coverage, label_coverage
 from ragbench.reporting.leaderboard import Judged, Leaderboard, LeaderboardRow, VsBest
 from ragbench.reporting.pareto import COST_COLUMNS, cost_table
-from ragbench.reporting.assessor import AssessorSection, assessor_section
 from ragbench.reporting.pooled import PooledJudgments, pooled_scores
 from ragbench.reporting.since import ConfigRef, SincePrevious, StatOptions, since_previous
 from ragbench.reporting.vs_production import VsProduction, vs_production
@@ -388,7 +389,7 @@ def _winner_heldout(pq: pl.DataFrame, comp: Comparison, held: str, labels: dict[
     values = pq.filter((pl.col("config_id") == comp.best) & (pl.col("measure") == held)
                        & pl.col("value").is_not_nan())["value"]
     return WinnerHeldOut(comp.best, labels.get(comp.best, comp.best), comp.measure, best.mean,
-                         float(values.mean()) if values.len() else math.nan, len(comp.configs), best.n,
+                         query_mean(values), len(comp.configs), best.n,
                          values.len())
 
 
@@ -408,7 +409,7 @@ def _costs(summary: pl.DataFrame, primary: str, comparisons: dict[str, Compariso
 def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
     rec = pq.filter(pl.col("measure").str.contains(r"^recall_at_\d+$") & pl.col("value").is_not_nan())
     return (rec.with_columns(pl.col("measure").str.extract(r"_at_(\d+)$").cast(pl.Int64).alias("k"))
-            .group_by("config_id", "k").agg(pl.col("value").mean().alias("recall"))
+            .pipe(query_means, ["config_id", "k"], name="recall")
             .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
             .select("config_id", "name", "k", "recall").sort(["config_id", "k"]))
 
@@ -416,8 +417,7 @@ def _recall_curves(pq: pl.DataFrame, names: dict[str, str]) -> pl.DataFrame:
 def _per_class(pq: pl.DataFrame, primary: str, names: dict[str, str]) -> pl.DataFrame:
     sub = pq.filter((pl.col("measure") == primary) & pl.col("value").is_not_nan())
     return (sub.with_columns(pl.col("query_class").fill_null("(none)"))
-            .group_by("config_id", "query_class")
-            .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("value").mean().alias("mean"))
+            .pipe(query_means, ["config_id", "query_class"], n=pl.len().cast(pl.Int64))
             .with_columns(pl.col("config_id").replace_strict(names, default=pl.col("config_id")).alias("name"))
             .select("config_id", "name", "query_class", "n", "mean").sort(["query_class", "config_id"]))
 

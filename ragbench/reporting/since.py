@@ -27,6 +27,7 @@ import polars as pl
 from ragbench.config.labels import ConfigLabels
 from ragbench.core.measure_keys import MeasureMap
 from ragbench.evaluation.comparison import TIE_TOLERANCE
+from ragbench.evaluation.means import query_mean
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
 from ragbench.evaluation.paired_tests import (holm_correction, pair_seed, paired_diffs, paired_randomization_test,
                                               paired_t_test, required_resamples)
@@ -78,9 +79,7 @@ def paired_change(a: pl.DataFrame, b: pl.DataFrame, stats: StatOptions, seed_key
         res = paired_randomization_test(x, y, n_resamples=resamples, seed=pair_seed(stats.seed, *seed_keys))
     d = paired_diffs(x, y)
     keep = ~(np.isnan(x) | np.isnan(y))
-    mean_a = float(x[keep].mean()) if keep.any() else math.nan
-    mean_b = float(y[keep].mean()) if keep.any() else math.nan
-    return PairedChange(mean_a, mean_b, res.mean_diff, int(d.size), res.p_value, res.p_value,
+    return PairedChange(query_mean(x[keep]), query_mean(y[keep]), res.mean_diff, int(d.size), res.p_value, res.p_value,
                         bool(res.p_value < stats.alpha), int(np.count_nonzero(d > TIE_TOLERANCE)),
                         int(np.count_nonzero(np.abs(d) <= TIE_TOLERANCE)), int(np.count_nonzero(d < -TIE_TOLERANCE)))
 

@@ -36,13 +36,14 @@ import polars as pl
 
 from ragbench.core.measure_keys import measure_key
 from ragbench.core.redact import redact, redact_obj
+from ragbench.evaluation.means import query_means
 from ragbench.results.outcomes import ConfigResult, failure_status
 from ragbench.results.store_connection import StoreConnection
 from ragbench.results.store_judgments import JudgmentsTable
 from ragbench.results.store_promotions import PromotionsTable
 from ragbench.results.store_queries import QueriesTable
-from ragbench.results.store_screening import ScreeningTable
 from ragbench.results.store_schema import PER_CONFIG_TABLES
+from ragbench.results.store_screening import ScreeningTable
 
 _CONFIG_COLUMNS = ("sweep_id, config_id, name, spec_json, dataset_fingerprint, status, error, n_queries, n_unlabelled, "
                    "retrieval_ms_per_query, mlflow_run_id, finished_at, eval_key")
@@ -367,10 +368,11 @@ class ResultStore(PromotionsTable, JudgmentsTable, QueriesTable, ScreeningTable,
         return {c: (by_cfg.get(c, {}), q or 0, u or 0) for c, q, u in counts.iter_rows()}
 
     def measure_means(self, sweep_id: str, measure: str) -> dict[str, float]:
-        """``config_id -> mean`` of ``measure`` over the sweep's per-query values, NaN (unlabelled) excluded."""
-        rows = self.query("SELECT config_id, avg(value) FILTER (WHERE NOT isnan(value)) AS m FROM query_metrics "
-                          "WHERE sweep_id = ? AND measure = ? GROUP BY config_id", [sweep_id, measure])
-        return dict(rows.iter_rows())
+        """``config_id -> mean`` of ``measure`` over the sweep's per-query values, NaN (unlabelled) excluded
+        (:func:`~ragbench.evaluation.means.query_mean`: the same bits whatever order the rows come back in)."""
+        rows = self.query("SELECT config_id, value FROM query_metrics WHERE sweep_id = ? AND measure = ?",
+                          [sweep_id, measure])
+        return dict(query_means(rows, "config_id").iter_rows())
 
     def without_evidence(self, sweep_id: str, config_id: str) -> int | None:
         """The config's count of queries without evidence (the span family's unlabelled count; None: no span

@@ -22,9 +22,10 @@ import polars as pl
 from ragbench.core.paths import home_path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
-from ragbench.reporting.plots import cached_plot, config_plot
-from ragbench.reporting.model import SweepReport, build_report
+from ragbench.evaluation.means import query_mean
 from ragbench.reporting.cells import value_cell
+from ragbench.reporting.model import SweepReport, build_report
+from ragbench.reporting.plots import cached_plot, config_plot
 from ragbench.reporting.render_markdown import leaderboard_markdown, sweep_description
 from ragbench.reporting.write import write_html_report
 from ragbench.results.night import sweep_children
@@ -168,7 +169,7 @@ def _paired_difference(values: pl.DataFrame, production: pl.DataFrame) -> tuple[
             .filter(pl.col("value").is_not_nan() & pl.col("value_prod").is_not_nan()))
     if both.is_empty():
         return math.nan, 0
-    return float((both["value"] - both["value_prod"]).mean()), both.height
+    return query_mean(both["value"] - both["value_prod"]), both.height
 
 
 def annotate_children(tracker, store: ResultStore, report: SweepReport) -> dict[str, str]:

@@ -38,6 +38,7 @@ from ragbench.core.progress import log
 from ragbench.core.schemas import index_texts
 from ragbench.embedding.embed import embed_texts
 from ragbench.evaluation.judging import document_run
+from ragbench.evaluation.means import query_mean
 from ragbench.evaluation.metrics import document_cutoff
 from ragbench.evaluation.paired_tests import holm_correction, pair_seed, paired_randomization_test, required_resamples
 from ragbench.reporting.screening import priced
@@ -149,7 +150,7 @@ def screen_pairs(values: dict[Pair, np.ndarray], labels: dict[Pair, tuple[str, s
     others is the leader), with Holm in place of Dunnett's joint critical value: the chance that a best pair is
     screened out is at most ``alpha`` (simulated in tests/unit/test_screen_decision.py). A two-sided test here
     spent half of ``alpha`` on a side the rule never acts on."""
-    means = {p: float(np.nanmean(v)) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
+    means = {p: query_mean(v) if np.isfinite(v).any() else float("-inf") for p, v in values.items()}
     ranked = [p for p in means if p not in shallow] or list(means)
     leader = max(ranked, key=lambda p: (means[p], -ranked.index(p)))
     if costs is not None:

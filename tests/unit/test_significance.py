@@ -92,6 +92,13 @@ def test_bootstrap_ci_narrows_with_more_queries_and_drops_nan():
     assert bootstrap_ci(with_nan, seed=3) == bootstrap_ci(x, seed=3)
 
 
+def test_bootstrap_ci_of_equal_values_is_that_value():
+    """Every resample of equal values has their mean: the interval is the point, never an ulp beside the mean."""
+    for value, n in ((0.9, 37), (0.1, 300), (1 / 3, 1000)):
+        ci = bootstrap_ci(np.full(n, value), n_resamples=2000, seed=0)
+        assert (ci.mean, ci.low, ci.high) == (value, value, value), (value, n)
+
+
 def test_bootstrap_ci_degenerate_sizes():
     empty = bootstrap_ci(np.array([np.nan, np.nan]))
     assert empty.n == 0 and math.isnan(empty.mean) and math.isnan(empty.low)
