@@ -49,6 +49,7 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from ragbench.data.dataset import Dataset
+from ragbench.evaluation.means import query_mean
 from ragbench.generation.llm.client import ChatClient
 from ragbench.generation.llm.context import AssembledContext, ChunkTexts, ContextSpec, build_context
 from ragbench.generation.llm.graders import contains_normalised, grade, normalised_golds, normalize_answer
@@ -346,10 +347,9 @@ def summarize_answers(table: pl.DataFrame) -> dict[str, float]:
     if not table.height:
         raise ValueError("no answers to summarise")
     aic = table.filter(pl.col("answerable"))["answer_in_context"]
-    return {"answer_accuracy": float(table["correct"].mean()), "answer_em": float(table["em"].mean()),
-            "answer_f1": float(table["f1"].mean()), "answer_contains": float(table["contains"].mean()),
-            "answer_insufficient_rate": float(table["insufficient"].mean()),
-            "answer_in_context": float(aic.mean()) if aic.len() else math.nan,
+    return {"answer_accuracy": query_mean(table["correct"]), "answer_em": query_mean(table["em"]),
+            "answer_f1": query_mean(table["f1"]), "answer_contains": query_mean(table["contains"]),
+            "answer_insufficient_rate": query_mean(table["insufficient"]), "answer_in_context": query_mean(aic),
             "answer_n_queries": float(table.height)}
 
 
@@ -375,7 +375,7 @@ def _retrieval_recall(dataset: Dataset, chunk_run: pl.DataFrame, chunks: pl.Data
 
         pq = span_metrics(chunk_run, chunks, dataset.spans, [k], query_ids=list(query_ids))
         vals = pq.filter(pl.col("measure") == f"span_recall@{k}")["value"].drop_nans()
-        return "span_recall", float(vals.mean()) if vals.len() else math.nan
+        return "span_recall", query_mean(vals)
     # the documents of the top-k chunks number at most k, so recall@k over them is their coverage
     from ragbench.core.schemas import canonical_order
     from ragbench.evaluation.judging import document_run

@@ -14,6 +14,7 @@ import polars as pl
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
 from ragbench.data.dataset import Dataset
+from ragbench.evaluation.means import query_mean
 from ragbench.generation.answering import (
     ANSWER_SCHEMA,
     Retrieved,
@@ -158,11 +159,9 @@ def answer_in_context_metrics(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFra
         texts = None
     hits = context_hits(Retrieved(ds, run, chunks), ctx, texts=texts)
     answerable = hits.filter(pl.col("answerable"))
-    nan = float("nan")
-    return {f"answer_in_context@{ctx.k}": float(answerable["answer_in_context"].mean()) if answerable.height else nan,
+    return {f"answer_in_context@{ctx.k}": query_mean(answerable["answer_in_context"]),
             f"empty_contexts@{ctx.k}": float((hits["n_chunks"] == 0).sum()),
-            f"gold_lost_to_budget@{ctx.k}": float(answerable["gold_lost_to_budget"].mean())
-            if answerable.height else nan}
+            f"gold_lost_to_budget@{ctx.k}": query_mean(answerable["gold_lost_to_budget"])}
 
 
 def generation_stage(ds: Dataset, run: pl.DataFrame, chunks: pl.DataFrame, generator: Generator,
