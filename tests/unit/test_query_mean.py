@@ -72,3 +72,6 @@ def test_group_means_keep_the_first_appearance_order_and_further_aggregations():
     reversed_frame = frame.reverse()
     again = dict(query_means(reversed_frame, "g").iter_rows())
     assert again == dict(out.select("g", "mean").iter_rows())
+    nulls = query_means(pl.DataFrame({"g": ["a", "b", "b"], "value": [None, 0.5, None]}), "g")
+    assert nulls["g"].to_list() == ["a", "b"] and math.isnan(nulls["mean"][0]) and nulls["mean"][1] == 0.5
+    assert query_means(frame.clear(), "g").height == 0
