@@ -121,14 +121,27 @@ class PairedTest:
     alternative: str = "two-sided"
 
 
-def paired_diffs(a, b) -> np.ndarray:
-    """``a - b`` over positions where both are non-NaN."""
+def _paired(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` and ``b`` at the positions where both are non-NaN."""
     a = as_1d_float(a)
     b = as_1d_float(b)
     if a.shape != b.shape:
         raise ValueError(f"paired inputs differ in length: {a.shape[0]} vs {b.shape[0]}")
     keep = ~(np.isnan(a) | np.isnan(b))
-    return a[keep] - b[keep]
+    return a[keep], b[keep]
+
+
+def paired_diffs(a, b) -> np.ndarray:
+    """``a - b`` over positions where both are non-NaN."""
+    a, b = _paired(a, b)
+    return a - b
+
+
+def paired_means(a, b) -> tuple[float, float]:
+    """The means (:func:`~ragbench.evaluation.means.query_mean`) of ``a`` and of ``b`` over the positions where
+    both are non-NaN: the two sides of a paired comparison (NaN when no position is left)."""
+    a, b = _paired(a, b)
+    return query_mean(a), query_mean(b)
 
 
 def required_resamples(n_comparisons: int, alpha: float, *, resolution: float = RESOLUTION) -> int:

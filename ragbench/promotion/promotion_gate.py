@@ -29,7 +29,6 @@ import json
 import math
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 
 from ragbench.config.labels import config_label
@@ -39,7 +38,7 @@ from ragbench.data.holdout import heldout_key, spec_holdout
 from ragbench.evaluation.comparison import compare_configs
 from ragbench.evaluation.means import query_mean
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
-from ragbench.evaluation.paired_tests import paired_randomization_test, paired_t_test
+from ragbench.evaluation.paired_tests import paired_means, paired_randomization_test, paired_t_test
 from ragbench.results.lookup import sweep_primary
 from ragbench.results.store import ResultStore
 from ragbench.results.store_promotions import Promotion
@@ -183,8 +182,7 @@ def _against_production(c: _Candidate, live: Promotion, gate: _GateSettings) -> 
     a, b = paired["value"].to_numpy(), paired["value_prod"].to_numpy()
     rand = paired_randomization_test(a, b, n_resamples=gate.n_resamples, seed=gate.seed)
     t = paired_t_test(a, b)
-    keep = ~(np.isnan(a) | np.isnan(b))
-    base_mean, cand_paired = query_mean(b[keep]), query_mean(a[keep])
+    cand_paired, base_mean = paired_means(a, b)
     where = "this sweep" if base_sweep == c.sweep_id else f"sweep {base_sweep}"
     held_note = "" if split is None else (
         f"gated on the held-out set: {rand.n} queries never used to rank the configs (dataset.holdout "

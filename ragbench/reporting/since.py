@@ -27,10 +27,9 @@ import polars as pl
 from ragbench.config.labels import ConfigLabels
 from ragbench.core.measure_keys import MeasureMap
 from ragbench.evaluation.comparison import TIE_TOLERANCE
-from ragbench.evaluation.means import query_mean
 from ragbench.evaluation.metrics import document_cutoff, unreached_depth
-from ragbench.evaluation.paired_tests import (holm_correction, pair_seed, paired_diffs, paired_randomization_test,
-                                              paired_t_test, required_resamples)
+from ragbench.evaluation.paired_tests import (holm_correction, pair_seed, paired_diffs, paired_means,
+                                              paired_randomization_test, paired_t_test, required_resamples)
 from ragbench.results.completion import FINAL_STATUSES
 from ragbench.results.store import ResultStore
 
@@ -78,8 +77,7 @@ def paired_change(a: pl.DataFrame, b: pl.DataFrame, stats: StatOptions, seed_key
         resamples = max(stats.n_resamples, required_resamples(n_family, stats.alpha))
         res = paired_randomization_test(x, y, n_resamples=resamples, seed=pair_seed(stats.seed, *seed_keys))
     d = paired_diffs(x, y)
-    keep = ~(np.isnan(x) | np.isnan(y))
-    return PairedChange(query_mean(x[keep]), query_mean(y[keep]), res.mean_diff, int(d.size), res.p_value, res.p_value,
+    return PairedChange(*paired_means(x, y), res.mean_diff, int(d.size), res.p_value, res.p_value,
                         bool(res.p_value < stats.alpha), int(np.count_nonzero(d > TIE_TOLERANCE)),
                         int(np.count_nonzero(np.abs(d) <= TIE_TOLERANCE)), int(np.count_nonzero(d < -TIE_TOLERANCE)))
 
