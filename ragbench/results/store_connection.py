@@ -3,8 +3,9 @@
 DuckDB allows one writing process per file and blocks even readers while it is held, so every statement of the
 store runs on a connection opened for one short transaction, retried with backoff while another process holds the
 file (who holds it is named from DuckDB's lock error and ``/proc``). The first connection that may write creates
-the tables and migrates old files (:mod:`ragbench.results.store_schema`). A :meth:`StoreConnection.reading` block
-shares one connection between its reads.
+the tables and migrates old files (:mod:`ragbench.results.store_schema`, then the stored values:
+:mod:`ragbench.results.store_migrations`). A :meth:`StoreConnection.reading` block shares one connection between its
+reads.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import duckdb
 
 from ragbench.core.errors import StoreBusyError, StoreDamagedError
 from ragbench.core.progress import log
+from ragbench.results.store_migrations import migrate_values
 from ragbench.results.store_schema import MEASURE_KEY_MIGRATION, SCHEMA
 
 #: what a failing disk or volume raises through the store: reported as a storage error, with its cause
@@ -161,6 +163,7 @@ class StoreConnection:
             if not self._schema_ready and not (read_only and self.path.exists()):
                 con.execute(SCHEMA)
                 con.execute(MEASURE_KEY_MIGRATION)
+                migrate_values(con)
                 self._schema_ready = True
             yield con
         except duckdb.Error as e:  # a block that fails its checksum is found when a statement reads it

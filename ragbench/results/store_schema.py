@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS queries (
 CREATE TABLE IF NOT EXISTS screening (
     sweep_id VARCHAR, chunker VARCHAR, model VARCHAR, mean DOUBLE, delta DOUBLE, p DOUBLE, p_holm DOUBLE,
     kept BOOLEAN, leader BOOLEAN, n_docs BIGINT, n_chunks BIGINT, n_queries BIGINT, alpha DOUBLE);
+-- the value migrations this file has had (ragbench.results.store_migrations), each once
+CREATE TABLE IF NOT EXISTS migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMPTZ);
 -- files written before a column existed get it here (CREATE TABLE IF NOT EXISTS leaves old tables alone)
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS experiment VARCHAR;
 ALTER TABLE sweeps ADD COLUMN IF NOT EXISTS dataset_notes VARCHAR;

@@ -21,6 +21,7 @@ import polars as pl
 import pytest
 
 from ragbench.reporting.model import build_report
+from ragbench.results.lookup import ranked_config_ids
 from ragbench.results.outcomes import ConfigResult
 from ragbench.results.store import ResultStore
 
@@ -102,3 +103,39 @@ def test_every_surface_gives_each_config_the_same_mean_and_the_tie_goes_to_the_s
     assert comp.best == LOW and HIGH in comp.tied_with_best
     assert since.winner_then.config_id == LOW and since.winner_now.config_id == LOW and since.same_winner
     assert since.winner_now.mean - since.winner_then.mean == 0.0
+
+
+def test_an_old_file_gets_its_stored_means_recomputed_exactly_once(store):
+    """A file written before exact means held order-dependent sums (here: the values summed in their stored order,
+    divided by n). Opening it again recomputes each stored mean from its per-query rows, so the leaderboard's order
+    obeys the tie rule; a stored mean further off than rounding is left alone; the migration runs once per file."""
+    import duckdb
+
+    values, path = _values(), store.path
+    exact = float(_exact_mean(values))
+    naive_low, naive_high = sorted((sum(values) / N, sum(reversed(values)) / N))
+    assert naive_low < naive_high and exact not in (naive_low, naive_high)  # HIGH was ranked above its equal
+    con = duckdb.connect(str(path))
+    for cid, naive in ((LOW, naive_low), (HIGH, naive_high)):
+        con.execute("UPDATE config_metrics SET mean = ? WHERE sweep_id = 'n-1' AND config_id = ? AND measure = ?",
+                    [naive, cid, PRIMARY])
+    con.execute("UPDATE config_metrics SET mean = 0.25 WHERE sweep_id = 'n-1' AND measure = 'recall_at_10'")
+    con.execute("DELETE FROM migrations")  # as a file from before the migration has none
+    stored_order = con.execute("SELECT config_id FROM config_metrics WHERE sweep_id = 'n-1' AND measure = ? "
+                               "ORDER BY mean DESC, config_id", [PRIMARY]).fetchall()
+    con.close()
+    assert stored_order == [(HIGH,), (LOW,)]  # as stored, HIGH led its equal
+
+    reopened = ResultStore(path)  # opening the file migrates it
+    assert ranked_config_ids(reopened, "n-1") == [LOW, HIGH]
+    for cid in (LOW, HIGH):
+        means = reopened.config_means("n-1", cid)
+        assert means[PRIMARY] == exact, cid
+        assert means["recall_at_10"] == 0.25  # not a rounding of the exact mean: not this migration's to touch
+    assert reopened.query("SELECT name FROM migrations")["name"].to_list() == ["exact_means"]
+
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE config_metrics SET mean = ? WHERE sweep_id = 'n-1' AND config_id = ? AND measure = ?",
+                [naive_high, HIGH, PRIMARY])
+    con.close()
+    assert ResultStore(path).config_means("n-1", HIGH)[PRIMARY] == naive_high  # once per file: not again on every open

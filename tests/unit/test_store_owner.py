@@ -19,11 +19,11 @@ from pathlib import Path
 from conftest import ROOT
 
 PACKAGE = ROOT / "ragbench"
-#: the results store: store.py (sweeps, configs, results) and its schema, connection, promotions, judgments,
-#: queries and screening modules
+#: the results store: store.py (sweeps, configs, results) and its schema, value migrations, connection,
+#: promotions, judgments, queries and screening modules
 OWNERS = {PACKAGE / "results" / f"{name}.py"
-          for name in ("store", "store_schema", "store_connection", "store_promotions", "store_judgments",
-                       "store_queries", "store_screening")}
+          for name in ("store", "store_schema", "store_migrations", "store_connection", "store_promotions",
+                       "store_judgments", "store_queries", "store_screening")}
 CALLS = {"execute", "executemany", "sql", "query", "connect"}
 SQL = re.compile(r"^\s*(SELECT\b.*\bFROM\b|INSERT\s+INTO\b|UPDATE\s+\w+\s+SET\b|DELETE\s+FROM\b|"
                  r"(CREATE|ALTER|DROP)\s+(OR\s+REPLACE\s+)?(TEMP\w*\s+)?(TABLE|VIEW|INDEX|SEQUENCE)\b|WITH\s+\w+\s+AS\b)",
