@@ -27,6 +27,10 @@ def register(app: typer.Typer) -> None:
         recalibrate: Annotated[bool, typer.Option("--recalibrate", help="measure each model with texts to embed "
                                                   "afresh on a sample, replacing its stored rate (say, one "
                                                   "taken while the machine was busy)")] = False,
+        budget: Annotated[Optional[str], typer.Option(help="a time budget to check the plan against, as `ragbench "
+                                                           "sweep --budget` takes it (8h, 90m, 120s; else the sweep "
+                                                           "file's budget:): whether it fits, and if not which "
+                                                           "configs would finish and which be over_budget")] = None,
     ) -> None:
         """Per stage, what a sweep would compute now: chunks per chunker (cached or to cut), texts to embed per
         model (cached and new, looked up in the vector cache), collections to index, configs to evaluate or reuse,
@@ -34,7 +38,9 @@ def register(app: typer.Typer) -> None:
         once, kept under <home>/calibration until the model's weights change, its rate then replaced by what each
         sweep measures on this machine), disk, peak memory (the sweep process's resident memory: the process, the
         data, the model runtime, each model as its calibration measured it, the largest collection), and the total.
-        Chunks not yet cached are cut now (into the chunk cache, where the sweep finds them)."""
+        Chunks not yet cached are cut now (into the chunk cache, where the sweep finds them). With a budget (--budget
+        or the file's budget:), whether the sweep fits it, and if not which configs would finish in the budget's
+        order and which be marked over_budget (in the JSON: ``budget``)."""
         from ragbench.config import load_config
         from ragbench.core.errors import RagbenchError
         from ragbench.core.models import configure_model_store, configure_revision_memo
@@ -42,11 +48,13 @@ def register(app: typer.Typer) -> None:
         from ragbench.core.settings import Settings
         from ragbench.data import load_dataset
         from ragbench.sweep import sweep_settings
+        from ragbench.sweep.budget import parse_budget, with_budget
+        from ragbench.sweep.budget_fit import budget_fit
         from ragbench.sweep.forecast import decide_now, forecast, plan_json, plan_lines
         from ragbench.sweep.screen import ScreenEncoder, screen_pool, screens
 
         try:
-            cfg = load_config(config)
+            cfg = with_budget(load_config(config), budget)
             settings = sweep_settings(cfg, Settings.from_env(), home).apply()
             root = settings.ensure_home()
             configure_revision_memo(root / "cache" / "revisions.json")
@@ -56,12 +64,13 @@ def register(app: typer.Typer) -> None:
             # a screened sweep: its pool is cut as the sweep cuts it (BM25 and static models only), and priced
             pool = screen_pool(cfg, ds, ScreenEncoder.standalone(settings)) if screens(cfg, decided.todo) else None
             f = forecast(cfg, ds, root / "cache", decided, root, pool, recalibrate)
+            fit = budget_fit(f, decided.todo, parse_budget(cfg.budget)) if cfg.budget else None
         except RagbenchError as e:
             fail(e)
         if json_out:
-            typer.echo(json.dumps(plan_json(f)))
+            typer.echo(json.dumps({**plan_json(f), **({"budget": fit.json()} if fit else {})}))
             return
         console.print(f"plan of sweep {cfg.name} on {ds.name} ({ds.corpus.height} docs, {ds.queries.height} "
                       f"queries), home {root}:", highlight=False)
-        for line in plan_lines(f):
+        for line in plan_lines(f) + (fit.lines() if fit else []):
             stdout.print(line, highlight=False, markup=False, soft_wrap=True)

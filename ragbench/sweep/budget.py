@@ -336,6 +336,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     a model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
     sweep has measured it). ``pool``: a screened sweep's (:func:`~ragbench.sweep.screen.screen_pool_of`), priced
     in the table."""
+    from ragbench.sweep.budget_fit import budget_fit
     from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of
 
     budget_s = parse_budget(cfg.budget) if budget_s is None and cfg.budget else budget_s
@@ -352,8 +353,9 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
         counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=calibrate, pool=pool)
         rates = rates_of(cals)
         forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes(), wrap_up)
+        fit = [] if budget_s is None else budget_fit(forecast, plan.todo, budget_s, spent).lines()
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
-                 len(plan.reused), len(plan.done), "\n".join(plan_lines(forecast)))
+                 len(plan.reused), len(plan.done), "\n".join(plan_lines(forecast) + fit))
         if (warning := forecast.memory_warning()) is not None:
             log.warning("plan: %s", warning)
     except Exception as e:  # the plan informs; it never stops a sweep

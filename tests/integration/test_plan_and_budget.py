@@ -2,12 +2,12 @@
 
 ``ragbench plan`` on a cold home says what the sweep then does (texts it embeds, configs it evaluates), and the
 sweep keeps the rate it measured as the model's calibration (and makes one when it was not planned first); on the
-warm home the plan says nothing is left (0 texts to embed, every config reused). ``--recalibrate`` measures anew
-over a stored rate. A budget that the dense configs' embedding would overrun (a calibration on file that prices the
-model high: the test hook, no sleeps) stops the sweep after the BM25 configs: they are recorded, the others are
-over_budget in DuckDB, MLflow and the --json lines, the exit code is 0, the sweep counts as unfinished (the report
-says to continue it, `promote` refuses), and the next run without a budget completes with per-query values equal to
-an unbudgeted sweep's."""
+warm home the plan says nothing is left (0 texts to embed, every config reused). ``--recalibrate`` measures anew over
+a stored rate. A budget that the dense configs' embedding would overrun (a calibration on file that prices the model
+high: the test hook, no sleeps), as `plan --budget` says before the run, stops the sweep after the BM25 configs: they
+are recorded, the others are over_budget in DuckDB, MLflow and the --json lines, the exit code is 0, the sweep counts
+as unfinished (the report says to continue it, `promote` refuses), and the next run without a budget completes with
+per-query values equal to an unbudgeted sweep's."""
 
 from __future__ import annotations
 
@@ -181,14 +181,17 @@ def test_budget_stops_halfway_records_over_budget_and_the_next_run_completes(tmp
     reference = run_sweep(cfg, settings.with_home(plain_home))
     assert reference.n_failed == 0
     hook = price_model_high(budgeted_home, cfg.embedders[0])
+    bm25 = {c.config_id for c in cfg.expand() if c.embedder is None}
+    dense = {c.config_id for c in cfg.expand() if c.embedder is not None}
+    assert bm25 and dense
+    # the plan says before the run what the budget lets finish
+    fit = _plan(path, budgeted_home, "--budget", "1h")["budget"]
+    assert (fit["fits"], set(fit["finish"]), set(fit["over_budget"])) == (False, bm25, dense)
     res = _cli("sweep", path, "--orchestrator", "local", "--json", "--home", budgeted_home, "--budget", "1h",
                "--no-report")
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     status = {r["config_id"]: r["status"] for r in rows}
-    bm25 = {c.config_id for c in cfg.expand() if c.embedder is None}
-    dense = {c.config_id for c in cfg.expand() if c.embedder is not None}
-    assert bm25 and dense
     assert {status[c] for c in bm25} == {"finished"} and {status[c] for c in dense} == {"over_budget"}
     assert all(r["rank"] is None and r["error"].startswith("not run: over budget") for r in rows
                if r["status"] == "over_budget")

@@ -1,0 +1,129 @@
+"""Whether a sweep fits its budget, said before the run: ``ragbench plan --budget 8h`` (or ``budget:`` in the sweep
+file), and the plan that opens every budgeted sweep.
+
+:func:`budget_fit` walks the configs to run in the order a budgeted sweep runs them
+(:func:`~ragbench.sweep.budget.budget_order`) on the plan's prices, with the rule the sweep's
+:class:`~ragbench.sweep.budget.StageClock` applies: a stage starts only when the seconds spent, its own and the
+wrap-up's end within the budget, in the sweep's order of work: cutting chunks and the screen's pool, the configs
+without an embedder (each its evaluation), embedding the queries and loading their models (not gated: every dense
+config needs them), then the rest; the first config of a chunker x model pair also costs the pair's embedding, its
+collections and, the first time a model is needed, loading it (a pair not embedded prices each of its configs so:
+refused once, none of them runs); a cheaper stage after a refused one may still start. The walk is sequential where
+the sweep overlaps a little, and it prices every config of the sweep alike (the evaluate row's mean): a forecast at
+the plan's rates, as the plan's total is, which each running sweep corrects with what it measures (its log's ETA).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ragbench.config import RunConfig
+from ragbench.config.labels import LABEL_SEPARATOR
+from ragbench.core.progress import rough_duration
+from ragbench.sweep.budget import budget_order
+from ragbench.sweep.forecast import Forecast
+
+#: over-budget configs named in the plan's lines (all of them are in its JSON)
+NAMED = 6
+
+
+@dataclass(frozen=True)
+class BudgetFit:
+    """The plan against ``budget_seconds``: ``needed_seconds`` (every planned stage and the wrap-up, from the first
+    stage), the configs expected to finish (``finish``, in the budget's order) and to be marked ``over_budget``
+    (``over``), and ``ends_seconds``: when the stages that start are expected to end, the wrap-up included.
+    ``unpriced``: models not calibrated (their encoding is priced at nothing: the fit is then optimistic)."""
+
+    budget_seconds: float
+    needed_seconds: float
+    finish: tuple[RunConfig, ...]
+    over: tuple[RunConfig, ...]
+    ends_seconds: float
+    unpriced: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return not self.over
+
+    def lines(self) -> list[str]:
+        """The plan's budget lines: whether it fits and, when not, what finishes and what is left over."""
+        budget = f"  budget {rough_duration(self.budget_seconds)}"
+        caveat = (f" (not counting the encoding of {', '.join(self.unpriced)}: not calibrated)"
+                  if self.unpriced else "")
+        if self.fits:
+            share = self.needed_seconds / self.budget_seconds
+            return [f"{budget}: fits, ~{rough_duration(self.needed_seconds)} of it from the first stage to the "
+                    f"wrap-up's end ({'<1%' if share < 0.01 else f'{share:.0%}'}){caveat}"]
+        n_cheap = sum(c.embedder is None for c in self.finish)
+        pairs = len({_pair(c) for c in self.finish if c.embedder is not None})
+        which = ", ".join(part for part in (f"{n_cheap} without an embedder" if n_cheap else "",
+                                            f"then {pairs} chunker x model pairs, cheapest embedding first"
+                                            if pairs else "") if part)
+        named = LABEL_SEPARATOR.join(c.labels.text for c in self.over[:NAMED])
+        more = f" and {len(self.over) - NAMED} more" if len(self.over) > NAMED else ""
+        finished = (f"at these rates {len(self.finish)} of {len(self.finish) + len(self.over)} configs finish by "
+                    f"~{rough_duration(self.ends_seconds)} ({which})" if self.finish else
+                    f"no config starts: the chunks, the queries' vectors and the wrap-up alone take "
+                    f"~{rough_duration(self.ends_seconds)}")
+        return [f"{budget}: does not fit: ~{rough_duration(self.needed_seconds)} from the first stage to the wrap-up's "
+                f"end{caveat}; "
+                f"{finished}",
+                f"  budget: {len(self.over)} would be over_budget (not run, not failed; the next run continues "
+                f"them): {named}{more}"]
+
+    def json(self) -> dict:
+        """The fit as a JSON-ready dict (``finish`` and ``over_budget``: config ids in the budget's order)."""
+        return {"budget_seconds": self.budget_seconds, "needed_seconds": self.needed_seconds, "fits": self.fits,
+                "ends_seconds": self.ends_seconds, "finish": [c.config_id for c in self.finish],
+                "over_budget": [c.config_id for c in self.over], "uncalibrated": list(self.unpriced)}
+
+
+def _pair(c: RunConfig) -> tuple[str, str]:
+    return c.chunker.label, c.embedder.label
+
+
+def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: float = 0.0) -> BudgetFit:
+    """Walk ``todo`` (the configs the sweep will evaluate) against ``budget_s`` seconds on the plan ``f``'s priced
+    rows, ``spent`` seconds already gone (the convention is in the module docstring)."""
+    counts, rows = f.counts, f.estimate.rows
+    # the estimate prices its counts in order: one embed row per counts.embeds, one index row per counts.indexes
+    embeds = list(zip(counts.embeds, [r for r in rows if r.stage == "embed"], strict=True))
+    indexes = list(zip(counts.indexes, [r for r in rows if r.stage == "index"], strict=True))
+    load = {r.what: r.seconds for r in rows if r.stage == "load"}
+    pair_embed = {(e.chunker, e.model): r.seconds for e, r in embeds if e.chunker is not None and e.new}
+    pair_index: dict[tuple[str, str], float] = {}
+    for i, r in indexes:
+        pair_index[(i.chunker, i.model)] = pair_index.get((i.chunker, i.model), 0.0) + r.seconds
+    per_config = (f.estimate.seconds_of("evaluate") + f.estimate.seconds_of("llm")) / max(counts.run, 1)
+    loaded = {e.model for e in counts.screen if e.new}
+    clock = (spent + f.estimate.seconds_of("chunk") + f.estimate.seconds_of("screen")
+             + sum(load.get(m, 0.0) for m in loaded))
+    # the queries' vectors (and their models' loads) come after the configs without an embedder, ungated
+    query_models = {e.model for e, _ in embeds if e.chunker is None and e.new} - loaded
+    queries: float | None = (sum(r.seconds for e, r in embeds if e.chunker is None)
+                             + sum(load.get(m, 0.0) for m in query_models))
+    loaded |= query_models
+    wrap_up = f.wrap_up_seconds
+    finish: list[RunConfig] = []
+    over: list[RunConfig] = []
+    embedded: set[tuple[str, str]] = set()
+    for c in budget_order(list(todo), pair_embed):
+        pair = None if c.embedder is None else _pair(c)
+        if pair is not None and queries is not None:
+            clock, queries = clock + queries, None
+        cost = per_config
+        if pair is not None and pair not in embedded:
+            first_use = pair in pair_embed and pair[1] not in loaded
+            cost += (load.get(pair[1], 0.0) if first_use else 0.0) + pair_embed.get(pair, 0.0) \
+                + pair_index.get(pair, 0.0)
+        if clock + cost + wrap_up > budget_s:  # a pair refused stays refused: its price never falls, time only grows
+            over.append(c)
+            continue
+        clock += cost
+        finish.append(c)
+        if pair is not None and pair not in embedded:
+            embedded.add(pair)
+            loaded.add(pair[1])
+    needed = spent + f.estimate.total_seconds + wrap_up
+    return BudgetFit(budget_s, needed, tuple(finish), tuple(over), clock + wrap_up, tuple(f.estimate.unpriced))
