@@ -27,6 +27,7 @@ from ragbench.core.errors import ConfigError
 from ragbench.core.progress import log, rough_duration
 from ragbench.core.resources import memory_limit_bytes
 from ragbench.results.outcomes import OVER_BUDGET
+from ragbench.sweep.budget_fit import budget_fit, budget_order
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate, stage_seconds
 from ragbench.sweep.graph import StageFns
@@ -52,30 +53,6 @@ def with_budget(cfg: SweepConfig, budget: str | float | int | None) -> SweepConf
     """``cfg`` with its ``budget:`` replaced by ``budget`` (the command line's ``--budget``, the flow's parameter,
     which win over the file's), checked first: a ``ConfigError`` in one line before anything runs. None: ``cfg``."""
     return cfg if budget is None else cfg.model_copy(update={"budget": f"{parse_budget(budget)}s"})
-
-
-def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:
-    """The configs in the order a budgeted sweep evaluates them.
-
-    The rule: configs without an embedder (BM25) first; then the first config of every (chunker x model) pair,
-    from the cheapest pair to embed (``pair_seconds``: estimated seconds of its new texts) to the dearest — so the
-    static models come before the transformers; then the pairs' other configs in the same pair order. Expected value
-    per second is taken as "one more pair covered" over "one more knob of a covered pair": a pair's first config
-    says whether that chunker x model can compete at all, its other retrieval knobs are cheap variations (the graph
-    submits configs without an embedder first, then embeddings, collections and dense configs in this order; the
-    clock keeps each embedded pair's first config its seconds, :class:`StageClock`)."""
-    seen: set[tuple[str, str]] = set()
-
-    def key(c: RunConfig):
-        if c.embedder is None:
-            return (0, 0.0, 0)
-        pair = (c.chunker.label, c.embedder.label)
-        first = pair not in seen
-        seen.add(pair)
-        return (1, 0 if first else 1, pair_seconds.get(pair, 0.0))
-
-    keyed = [(key(c), n, c) for n, c in enumerate(configs)]
-    return [c for _, _, c in sorted(keyed, key=lambda t: (t[0], t[1]))]
 
 
 class StageClock:
@@ -190,16 +167,6 @@ class StageClock:
         return StageFns(fns.chunk, fns.embed_queries, self.embed_documents(fns.embed_documents), self.index(fns.index),
                         self.evaluate(fns.evaluate), self.record(fns.record))
 
-    @staticmethod
-    def guard(callback):
-        """``callback(stage, futures)`` (the fail-fast check) with an over-budget config not taken for a failure."""
-        def run(stage, futures):
-            try:
-                callback(stage, futures)
-            except OverBudget:
-                pass
-        return run
-
     def embed_documents(self, fn):
         def run(chunker_index, chunks, emb):
             pair = (self.labels[chunker_index], emb.label)
@@ -273,10 +240,26 @@ class StageClock:
                         times[-1] += time.perf_counter() - t0
         return run
 
+    def measured_configs(self) -> tuple[int, float]:
+        """(configs, seconds) timed, evaluating and recording; reranked and rewritten ones, priced apart, left out."""
+        with self._lock:
+            times = [t for kind, measured in self._eval.items() if " + " not in kind for t in measured]
+        return len(times), sum(times)
+
     def _measured(self, kind: str, seconds: float) -> None:
         with self._lock:
             self._eval.setdefault(kind, []).append(seconds)
             self.configs_left[kind if self.configs_left[kind] > 0 else None] -= 1
+
+
+def not_failing_over_budget(callback):
+    """``callback(stage, futures)`` (the fail-fast check) with an over-budget config not taken for a failure."""
+    def run(stage, futures):
+        try:
+            callback(stage, futures)
+        except OverBudget:
+            pass
+    return run
 
 
 def learn(home: Path, emb, seconds: float, tokens: int, texts: int) -> None:
@@ -332,11 +315,10 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
     against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, keeping
     ``wrap_up`` seconds of it for what follows the last stage (:mod:`ragbench.sweep.wrap_up`), and the configs
-    to run: in the order :func:`budget_order` gives when there is a budget, else in config order. Without a budget
+    to run: in the order :func:`~ragbench.sweep.budget_fit.budget_order` gives when there is a budget, else in config order. Without a budget
     a model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
     sweep has measured it). ``pool``: a screened sweep's (:func:`~ragbench.sweep.screen.screen_pool_of`), priced
     in the table."""
-    from ragbench.sweep.budget_fit import budget_fit
     from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of
 
     budget_s = parse_budget(cfg.budget) if budget_s is None and cfg.budget else budget_s
@@ -351,7 +333,7 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
                     "calibrated, no stage will start", spent, budget_s, wrap_up)
     try:
         counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=calibrate, pool=pool)
-        rates = rates_of(cals)
+        rates = rates_of(cals, home)
         forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes(), wrap_up)
         fit = [] if budget_s is None else budget_fit(forecast, plan.todo, budget_s, spent).lines()
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),

@@ -2,7 +2,7 @@
 file), and the plan that opens every budgeted sweep.
 
 :func:`budget_fit` walks the configs to run in the order a budgeted sweep runs them
-(:func:`~ragbench.sweep.budget.budget_order`) on the plan's prices, with the rule the sweep's
+(:func:`budget_order`) on the plan's prices, with the rule the sweep's
 :class:`~ragbench.sweep.budget.StageClock` applies: a stage starts only when the seconds spent, its own and the
 wrap-up's end within the budget, in the sweep's order of work: cutting chunks and the screen's pool, the configs
 without an embedder (each its evaluation), embedding the queries and loading their models (not gated: every dense
@@ -17,15 +17,44 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ragbench.config import RunConfig
 from ragbench.config.labels import LABEL_SEPARATOR
 from ragbench.core.progress import rough_duration
-from ragbench.sweep.budget import budget_order
-from ragbench.sweep.forecast import Forecast
+
+if TYPE_CHECKING:
+    from ragbench.sweep.forecast import Forecast
 
 #: over-budget configs named in the plan's lines (all of them are in its JSON)
 NAMED = 6
+#: a plan whose work ends within this share of the budget, either side, is called tight: on small sweeps the plan's
+#: total came within 1-18 % of the measured sweep (docs/cost.md), so which of the last configs start is a toss-up
+TIGHT = 0.2
+
+
+def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:
+    """The configs in the order a budgeted sweep evaluates them.
+
+    The rule: configs without an embedder (BM25) first; then the first config of every (chunker x model) pair,
+    from the cheapest pair to embed (``pair_seconds``: estimated seconds of its new texts) to the dearest — so the
+    static models come before the transformers; then the pairs' other configs in the same pair order. Expected value
+    per second is taken as "one more pair covered" over "one more knob of a covered pair": a pair's first config
+    says whether that chunker x model can compete at all, its other retrieval knobs are cheap variations (the graph
+    submits configs without an embedder first, then embeddings, collections and dense configs in this order; the
+    clock keeps each embedded pair's first config its seconds, :class:`~ragbench.sweep.budget.StageClock`)."""
+    seen: set[tuple[str, str]] = set()
+
+    def key(c: RunConfig):
+        if c.embedder is None:
+            return (0, 0.0, 0)
+        pair = (c.chunker.label, c.embedder.label)
+        first = pair not in seen
+        seen.add(pair)
+        return (1, 0 if first else 1, pair_seconds.get(pair, 0.0))
+
+    keyed = [(key(c), n, c) for n, c in enumerate(configs)]
+    return [c for _, _, c in sorted(keyed, key=lambda t: (t[0], t[1]))]
 
 
 @dataclass(frozen=True)
@@ -46,15 +75,23 @@ class BudgetFit:
     def fits(self) -> bool:
         return not self.over
 
+    @property
+    def tight(self) -> bool:
+        """The planned work ends within :data:`TIGHT` of the budget, either side."""
+        return abs(self.needed_seconds - self.budget_seconds) <= TIGHT * self.budget_seconds
+
     def lines(self) -> list[str]:
         """The plan's budget lines: whether it fits and, when not, what finishes and what is left over."""
         budget = f"  budget {rough_duration(self.budget_seconds)}"
         caveat = (f" (not counting the encoding of {', '.join(self.unpriced)}: not calibrated)"
                   if self.unpriced else "")
+        caveat += (f"; tight: within {TIGHT:.0%} of the budget, where the plan's estimates can err, so the last "
+                   "configs in the budget's order may or may not start" if self.tight else "")
         if self.fits:
             share = self.needed_seconds / self.budget_seconds
+            said = f"{'<1%' if share < 0.01 else f'{share:.0%}'}"
             return [f"{budget}: fits, ~{rough_duration(self.needed_seconds)} of it from the first stage to the "
-                    f"wrap-up's end ({'<1%' if share < 0.01 else f'{share:.0%}'}){caveat}"]
+                    + f"wrap-up's end ({said}){caveat}"]
         n_cheap = sum(c.embedder is None for c in self.finish)
         pairs = len({_pair(c) for c in self.finish if c.embedder is not None})
         which = ", ".join(part for part in (f"{n_cheap} without an embedder" if n_cheap else "",
@@ -66,17 +103,18 @@ class BudgetFit:
                     f"~{rough_duration(self.ends_seconds)} ({which})" if self.finish else
                     f"no config starts: the chunks, the queries' vectors and the wrap-up alone take "
                     f"~{rough_duration(self.ends_seconds)}")
-        return [f"{budget}: does not fit: ~{rough_duration(self.needed_seconds)} from the first stage to the wrap-up's "
-                f"end{caveat}; "
-                f"{finished}",
-                f"  budget: {len(self.over)} would be over_budget (not run, not failed; the next run continues "
-                f"them): {named}{more}"]
+        head = (f"{budget}: does not fit: ~{rough_duration(self.needed_seconds)} from the first stage to the wrap-up's "
+                f"end{caveat}; {finished}")
+        tail = (f"  budget: {len(self.over)} would be over_budget (not run, not failed; the next run continues them): "
+                f"{named}{more}")
+        return [head, tail]
 
     def json(self) -> dict:
         """The fit as a JSON-ready dict (``finish`` and ``over_budget``: config ids in the budget's order)."""
         return {"budget_seconds": self.budget_seconds, "needed_seconds": self.needed_seconds, "fits": self.fits,
                 "ends_seconds": self.ends_seconds, "finish": [c.config_id for c in self.finish],
-                "over_budget": [c.config_id for c in self.over], "uncalibrated": list(self.unpriced)}
+                "over_budget": [c.config_id for c in self.over], "tight": self.tight,
+                "uncalibrated": list(self.unpriced)}
 
 
 def _pair(c: RunConfig) -> tuple[str, str]:

@@ -163,10 +163,13 @@ def _calibrations(models: list, home: Path, new_by_model: dict[str, list[str]], 
     return out
 
 
-def rates_of(calibrations: dict[str, Calibration]) -> Rates:
-    """The default rates with each calibrated model's seconds per encoded token."""
-    return Rates(seconds_per_token={m: c.seconds_per_token for m, c in calibrations.items()},
-                 load_seconds={m: c.load_seconds for m, c in calibrations.items()})
+def rates_of(calibrations: dict[str, Calibration], home: Path | None = None) -> Rates:
+    """The default rates with each calibrated model's seconds per encoded token, and a config's evaluation priced as
+    ``home`` last measured it (:func:`~ragbench.sweep.config_rate.with_config_rate`)."""
+    from ragbench.sweep.config_rate import with_config_rate
+
+    return with_config_rate(Rates(seconds_per_token={m: c.seconds_per_token for m, c in calibrations.items()},
+                                  load_seconds={m: c.load_seconds for m, c in calibrations.items()}), home)
 
 
 def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, home: Path, pool=None,
@@ -177,7 +180,7 @@ def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, h
     from ragbench.sweep.wrap_up import wrap_up_seconds
 
     counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool, recalibrate=recalibrate)
-    return Forecast(counts, estimate(counts, rates_of(cals)), cals, memory_limit_bytes(),
+    return Forecast(counts, estimate(counts, rates_of(cals, home)), cals, memory_limit_bytes(),
                     wrap_up_seconds(home, len(plan.decisions)))
 
 

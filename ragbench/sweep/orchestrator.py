@@ -32,7 +32,8 @@ from ragbench.evaluation.query_classes import assign_classes
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool, SweepWriter, merge_spool
 from ragbench.results.store import ResultStore
-from ragbench.sweep.budget import OverBudget
+from ragbench.sweep.budget import OverBudget, not_failing_over_budget
+from ragbench.sweep.config_rate import remember_config_rate
 from ragbench.sweep.decide import COPY_FAILED, SPOOLED, StoreHolds, SweepPlan, decide
 from ragbench.judgments.rescore import rejudge, rejudge_sources, tuning_unlabelled
 from ragbench.sweep.evaluate import (EVALUATION_VERSION, MeasureRefresh, evaluation_key, plan_measure_refresh,
@@ -185,14 +186,14 @@ class _Sweep:
         with progress(f"sweep {cfg.name}: configs", len(todo), eta=self.clock.eta_seconds) as advance:
             recorder.advance = advance
             outcomes += self._execute(todo, work, recorder)
+        remember_config_rate(self.home, *self.clock.measured_configs(), ds.queries.height, cfg.generation)
         closing = time.perf_counter()  # what follows the last stage, timed for the next budget (wrap_up)
         outcomes = self._with_stored_metrics(outcomes, sweep_id)
         for o in outcomes:
             if o.reused_from:
                 warn(o.label, o.metrics, cfg.metrics.primary)
-        gen = cfg.generation
         KSweep(ds, work.generator, cfg.metrics.primary, self.store, writer, sweep_id, tracking).run(
-            outcomes, plan.stored, recorder.best, gen.k_sweep if gen is not None else None)
+            outcomes, plan.stored, recorder.best, getattr(cfg.generation, "k_sweep", None))  # None: no generation
         n_failed = sum(o.status == "failed" for o in outcomes)
         try:
             writer.finish("finished" if n_failed == 0 else "finished_with_failures", self.settings.results_final_wait_s)
@@ -313,7 +314,7 @@ class _Sweep:
                 outcome([futures[name] for name in last[stage.output]])
 
         futures = execute(graph.stages, self.options.runner, {DATASET: self.loaded},
-                          self.clock.guard(fail_fast) if self.options.fail_fast else None)
+                          not_failing_over_budget(fail_fast) if self.options.fail_fast else None)
         outcomes = []
         remaining = {i: sum(j == i for j, _ in graph.order) for i, _ in graph.order}
         for i, c in graph.order:

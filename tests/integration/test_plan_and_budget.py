@@ -33,6 +33,7 @@ from ragbench.results.store import ResultStore
 from ragbench.sweep import run_sweep
 from ragbench.sweep import budget, calibrate, orchestrator
 from ragbench.sweep.calibrate import CALIBRATION_SAMPLE, learn_rate, load_calibration, weight_bytes
+from ragbench.sweep.config_rate import config_rate_path
 from ragbench.sweep.estimate import MLFLOW_BYTES, RUNTIME_BYTES, SWEEP_PROCESS_BYTES
 
 SWEEP = f"""name: budgeted
@@ -97,6 +98,12 @@ def test_plan_cold_then_warm_matches_what_the_sweep_does(tmp_path, settings, mon
     other = write_config(tmp_path / "c.yaml", SWEEP.replace("cutoffs: [1, 5, 10]", "cutoffs: [1, 3, 10]"))
     again = _plan(other, home)
     assert again["configs"]["run"] == n and again["texts_to_embed"] == 0
+    # a config's evaluation is priced as the sweep before measured it in this home (same queries: its mean exactly)
+    rate = json.loads(config_rate_path(home).read_text())
+    assert rate["configs"] == n and rate["queries"] > 0 and rate["seconds"] > 0
+    [row] = [r for r in again["rows"] if r["stage"] == "evaluate"]
+    assert row["seconds"] == pytest.approx(n * rate["seconds"] / rate["configs"])
+    assert not any(r["seconds"] == pytest.approx(row["seconds"]) for r in cold["rows"] if r["stage"] == "evaluate")
     assert all(r["cached"] > 0 for r in again["rows"] if r["stage"] == "embed")
     assert run_sweep(load_config(other), settings).vectors_computed == 0
 

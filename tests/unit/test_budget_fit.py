@@ -60,7 +60,12 @@ def test_a_budget_that_holds_everything_fits_and_ends_when_the_plan_does(grid):
     assert fit.needed_seconds == pytest.approx(63.01 + WRAP_UP) == pytest.approx(fit.ends_seconds)
     said = "fits, ~66 s of it from the first stage to the wrap-up's end"
     assert fit.lines() == [f"  budget 8.0 h: {said} (<1%)"]
-    assert budget_fit(forecast, configs, 80).lines() == [f"  budget 80 s: {said} (83%)"]
+    near = budget_fit(forecast, configs, 80)  # 66 s of 80: within 20 %, where which configs start is a toss-up
+    assert near.fits and near.tight and not fit.tight and near.json()["tight"] is True
+    tight = ("tight: within 20% of the budget, where the plan's estimates can err, so the last configs in the "
+             "budget's order may or may not start")
+    assert near.lines() == [f"  budget 80 s: {said} (83%); {tight}"]
+    assert not budget_fit(forecast, configs, 83).tight and budget_fit(forecast, configs, 56).tight  # 66 - 56 <= 11.2
 
 
 def test_a_refused_pair_runs_none_of_its_configs_while_cheaper_stages_after_it_still_start(grid):
