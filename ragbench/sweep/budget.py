@@ -315,8 +315,9 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
     against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, keeping
     ``wrap_up`` seconds of it for what follows the last stage (:mod:`ragbench.sweep.wrap_up`), and the configs
-    to run: in the order :func:`~ragbench.sweep.budget_fit.budget_order` gives when there is a budget, else in config order. Without a budget
-    a model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
+    to run: in the order :func:`~ragbench.sweep.budget_fit.budget_order` gives when there is a budget (the table
+    then says what fits: :func:`~ragbench.sweep.budget_fit.budget_fit`), else in config order. Without a budget a
+    model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
     sweep has measured it). ``pool``: a screened sweep's (:func:`~ragbench.sweep.screen.screen_pool_of`), priced
     in the table."""
     from ragbench.sweep.forecast import Forecast, count_work, plan_lines, rates_of

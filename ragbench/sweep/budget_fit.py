@@ -1,16 +1,17 @@
 """Whether a sweep fits its budget, said before the run: ``ragbench plan --budget 8h`` (or ``budget:`` in the sweep
 file), and the plan that opens every budgeted sweep.
 
-:func:`budget_fit` walks the configs to run in the order a budgeted sweep runs them
-(:func:`budget_order`) on the plan's prices, with the rule the sweep's
-:class:`~ragbench.sweep.budget.StageClock` applies: a stage starts only when the seconds spent, its own and the
-wrap-up's end within the budget, in the sweep's order of work: cutting chunks and the screen's pool, the configs
-without an embedder (each its evaluation), embedding the queries and loading their models (not gated: every dense
-config needs them), then the rest; the first config of a chunker x model pair also costs the pair's embedding, its
-collections and, the first time a model is needed, loading it (a pair not embedded prices each of its configs so:
-refused once, none of them runs); a cheaper stage after a refused one may still start. The walk is sequential where
-the sweep overlaps a little, and it prices every config of the sweep alike (the evaluate row's mean): a forecast at
-the plan's rates, as the plan's total is, which each running sweep corrects with what it measures (its log's ETA).
+:func:`budget_fit` walks the configs to run in the order a budgeted sweep runs them (:func:`budget_order`, kept here
+beside the walk) on the plan's prices, with the rule the sweep's :class:`~ragbench.sweep.budget.StageClock` applies:
+a stage starts only when the seconds spent, its own and the wrap-up's end within the budget, in the sweep's order of
+work: cutting chunks and the screen's pool, the configs without an embedder (each its evaluation), embedding the
+queries and loading their models (not gated: every dense config needs them), then the rest; the first config of a
+chunker x model pair also costs the pair's embedding, its collections and, the first time a model is needed, loading
+it (a pair not embedded prices each of its configs so: refused once, none of them runs); a cheaper stage after a
+refused one may still start. The walk is sequential where the sweep overlaps a little, and it prices every config of
+the sweep alike (the evaluate row's mean): a forecast at the plan's rates, as the plan's total is, which each
+running sweep corrects with what it measures (its log's ETA). A screened sweep's fit assumes the screen keeps every
+pair, as the plan's total does.
 """
 
 from __future__ import annotations
