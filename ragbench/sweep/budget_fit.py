@@ -34,6 +34,10 @@ NAMED = 6
 TIGHT = 0.2
 
 
+def _pair(c: RunConfig) -> tuple[str, str]:
+    return c.chunker.label, c.embedder.label
+
+
 def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], float]) -> list[RunConfig]:
     """The configs in the order a budgeted sweep evaluates them.
 
@@ -49,7 +53,7 @@ def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], f
     def key(c: RunConfig):
         if c.embedder is None:
             return (0, 0.0, 0)
-        pair = (c.chunker.label, c.embedder.label)
+        pair = _pair(c)
         first = pair not in seen
         seen.add(pair)
         return (1, 0 if first else 1, pair_seconds.get(pair, 0.0))
@@ -90,9 +94,9 @@ class BudgetFit:
                    "configs in the budget's order may or may not start" if self.tight else "")
         if self.fits:
             share = self.needed_seconds / self.budget_seconds
-            said = f"{'<1%' if share < 0.01 else f'{share:.0%}'}"
-            return [f"{budget}: fits, ~{rough_duration(self.needed_seconds)} of it from the first stage to the "
-                    + f"wrap-up's end ({said}){caveat}"]
+            said = "<1%" if share < 0.01 else f"{share:.0%}"
+            return [(f"{budget}: fits, ~{rough_duration(self.needed_seconds)} of it from the first stage to the "
+                     f"wrap-up's end ({said}){caveat}")]
         n_cheap = sum(c.embedder is None for c in self.finish)
         pairs = len({_pair(c) for c in self.finish if c.embedder is not None})
         which = ", ".join(part for part in (f"{n_cheap} without an embedder" if n_cheap else "",
@@ -116,10 +120,6 @@ class BudgetFit:
                 "ends_seconds": self.ends_seconds, "finish": [c.config_id for c in self.finish],
                 "over_budget": [c.config_id for c in self.over], "tight": self.tight,
                 "uncalibrated": list(self.unpriced)}
-
-
-def _pair(c: RunConfig) -> tuple[str, str]:
-    return c.chunker.label, c.embedder.label
 
 
 def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: float = 0.0) -> BudgetFit:

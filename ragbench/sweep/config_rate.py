@@ -19,6 +19,7 @@ from pathlib import Path
 from ragbench.core.atomic import write_text_atomically
 from ragbench.sweep.calibrate import machine_name
 from ragbench.sweep.estimate import Rates
+from ragbench.sweep.wrap_up import rate_per_config, read_measured
 
 
 def config_rate_path(home: Path) -> Path:
@@ -45,12 +46,11 @@ def with_config_rate(rates: Rates, home: Path | None) -> Rates:
     formula is in the module docstring); unchanged when nothing (readable) was measured here."""
     if home is None:
         return rates
+    last = read_measured(config_rate_path(home))
+    per_config = rate_per_config(last, None)
     try:
-        last = json.loads(config_rate_path(home).read_text())
-        per_config = float(last["seconds"]) / int(last["configs"])
-        priced = rates.seconds_per_config + rates.seconds_per_query * int(last["queries"])
-        k = per_config / priced
-    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        k = per_config / (rates.seconds_per_config + rates.seconds_per_query * int(last["queries"]))
+    except (ValueError, KeyError, TypeError, ZeroDivisionError):  # nothing measured, or a damaged file
         return rates
     if not 0 < k < float("inf"):
         return rates

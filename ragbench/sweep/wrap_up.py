@@ -26,10 +26,12 @@ def wrap_up_path(home: Path) -> Path:
     return Path(home) / "calibration" / f"wrap-up-{machine_name()}.json"
 
 
-def _measured(home: Path) -> dict:
+def read_measured(path: Path) -> dict:
+    """The measurements a sweep kept in ``path`` (JSON), or ``{}`` when there are none yet or the file is damaged
+    (the defaults then price what it would have)."""
     try:
-        data = json.loads(wrap_up_path(home).read_text())
-    except (OSError, ValueError):  # none yet, or damaged: the defaults price it
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -41,7 +43,7 @@ def remember_wrap_up(home: Path, part: str, configs: int, seconds: float) -> Non
     if configs <= 0 or not seconds >= 0:
         return
     try:
-        data = _measured(home)
+        data = read_measured(wrap_up_path(home))
         data[part] = {"configs": configs, "seconds": round(seconds, 3)}
         write_text_atomically(wrap_up_path(home), json.dumps(data, indent=1))
     except OSError:
@@ -52,11 +54,13 @@ def wrap_up_seconds(home: Path, configs: int, parts: tuple[str, ...] = (CLOSE, P
     """Seconds the ``parts`` of a sweep of ``configs`` configs are expected to take after its last stage:
     ``sum over parts of configs x (seconds / configs of the part's last measurement in this home)``, a part never
     measured here priced at :data:`DEFAULT_SECONDS_PER_CONFIG`."""
-    measured = _measured(home)
-    return sum(configs * _rate(measured.get(part), DEFAULT_SECONDS_PER_CONFIG[part]) for part in parts)
+    measured = read_measured(wrap_up_path(home))
+    return sum(configs * rate_per_config(measured.get(part), DEFAULT_SECONDS_PER_CONFIG[part]) for part in parts)
 
 
-def _rate(last, default: float) -> float:
+def rate_per_config(last, default: float | None) -> float | None:
+    """``seconds / configs`` of a kept measurement (``{"configs": n, "seconds": s, ...}``), ``default`` when it is
+    missing, malformed or not a finite non-negative rate."""
     try:
         rate = float(last["seconds"]) / int(last["configs"])
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
