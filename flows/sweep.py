@@ -36,6 +36,7 @@ from ragbench.results.outcomes import SweepResult  # noqa: E402
 from ragbench.sweep import Published, SweepOptions, publish_sweep, run_sweep, sweep_settings  # noqa: E402
 from ragbench.sweep.budget import with_budget  # noqa: E402
 from ragbench.sweep.runner import NotRun, UpstreamFailed  # noqa: E402
+from ragbench.sweep.up_to_date import up_to_date  # noqa: E402
 
 
 def _retry_transient(task_, task_run, state) -> bool:
@@ -216,16 +217,23 @@ def publish_artifacts(published: Published) -> int:
 @flow(name="ragbench-sweep", flow_run_name=_flow_run_name, log_prints=True,
       task_runner=ThreadPoolTaskRunner(max_workers=SWEEP_TASK_THREADS))
 def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, fresh: bool = False,
-               workers=None, budget: str | None = None, budget_from: float | None = None) -> SweepResult:
+               workers=None, budget: str | None = None, budget_from: float | None = None,
+               again: bool = False) -> SweepResult:
     """Run (or resume) the sweep described by ``config_path``, then publish its report and artifacts (``fresh``:
     re-evaluate every config; ``workers``: where embedding shards run, by default a Dask scheduler named by
     ``RAGBENCH_DASK_ADDRESS`` when set, else here; ``budget``: a duration that overrides the file's ``budget:``;
     ``budget_from``: the wall-clock time, :func:`time.time`, it counts from, the command's start; default: the
-    sweep's)."""
+    sweep's). A sweep that is up to date (:mod:`ragbench.sweep.up_to_date`) returns the newest sweep's results and
+    records nothing, unless ``again`` or ``fresh``."""
     handler, own = _attach_run_logs(), False
     try:  # whatever fails, even the checks below, the handler is detached: it would outlive the run otherwise
         cfg, settings = load_config(config_path), Settings.from_env()
         cfg = with_budget(cfg, budget or None)
+        found = None if fresh or again else up_to_date(cfg, settings, home)
+        if found is not None:  # a night with nothing new: no second copy of the last sweep
+            log.info("sweep %s: %s", cfg.name, found.sentence())
+            PUBLISHED[found.sweep_id] = found.published()
+            return found.result
         if workers is None and settings.dask_address is not None:  # a deployment: the scheduler comes from the env
             from ragbench.core.retry import check_server
 

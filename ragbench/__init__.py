@@ -46,6 +46,7 @@ _EXPORTS = {
     "compare_configs": "ragbench.evaluation.comparison",
     "run_sweep": "ragbench.sweep",
     "publish_sweep": "ragbench.sweep",
+    "up_to_date": "ragbench.sweep",
     "SweepResult": "ragbench.results.outcomes",
     "ConfigResult": "ragbench.results.outcomes",
     "ConfigOutcome": "ragbench.results.outcomes",

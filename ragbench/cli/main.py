@@ -144,12 +144,18 @@ def sweep(
                                                        "no expensive stage starts that would end after it; configs "
                                                        "left are over_budget (exit 0), the next run "
                                                        "continues")] = None,
+    again: Annotated[bool, typer.Option(help="record a new sweep even when the newest one of this name already "
+                                             "holds everything it would record (same spec, data, labels, models, "
+                                             "evaluation and promotions; published): by default such a sweep is "
+                                             "up to date, and its leaderboard is printed")] = False,
 ) -> None:
     """Run (or resume) a sweep and print its leaderboard.
 
-    Re-running an unchanged sweep re-embeds nothing and re-evaluates nothing: a config already evaluated on the same
-    data with the same settings and evaluation version reuses its stored results (the log names the sweep they
-    came from; `--fresh` forces re-evaluation). An interrupted sweep resumes where it stopped. While another process
+    Re-running a sweep re-embeds nothing and re-evaluates nothing already done: a config evaluated on the same data
+    with the same settings and evaluation version reuses its stored results (the log names the sweep they came
+    from; `--fresh` forces re-evaluation). When the newest sweep of this name already holds everything (nothing
+    changed, its report and MLflow run published), the sweep is up to date: its leaderboard is printed and nothing
+    is recorded (`--again` records a new sweep). An interrupted sweep resumes where it stopped. While another process
     holds results.duckdb, finished configs wait in `<home>/spool` and are merged when it frees. Exit code 1 when any
     config failed or results are left in the spool, 2 on invalid input.
     """
@@ -165,6 +171,7 @@ def sweep(
     from ragbench.reporting.terminal import leaderboard_text
     from ragbench.results.store_connection import STORAGE_ERRORS, check_results_file
     from ragbench.sweep import preflight, sweep_settings
+    from ragbench.sweep.up_to_date import up_to_date
 
     fmt = Format.json if json_out else fmt
     published = None
@@ -180,9 +187,14 @@ def sweep(
         address = address or settings.dask_address
         preflight(cfg, settings, address if task_runner is TaskRunner.dask else None)
         n = len(cfg.expand())
-        pool = open_workers(task_runner.value, workers, address) if task_runner is TaskRunner.dask else None
+        found = None if fresh or again else up_to_date(cfg, settings, settings.home)
+        dask = task_runner is TaskRunner.dask and found is None
+        pool = open_workers(task_runner.value, workers, address) if dask else None
         try:
-            if orchestrator is Orchestrator.prefect:
+            if found is not None:  # nothing to record: no runner, no MLflow, no report drawn again
+                console.print(f"sweep {cfg.name}: {found.sentence()}", highlight=False, soft_wrap=True)
+                result, published = found.result, found.published()
+            elif orchestrator is Orchestrator.prefect:
                 from flows.settings import configure_prefect
 
                 server = settings.prefect_api_url
@@ -194,7 +206,7 @@ def sweep(
                 from flows.sweep import PUBLISHED, sweep_flow
 
                 result = sweep_flow(str(config), home=str(settings.home), publish=report, fresh=fresh, workers=pool,
-                                    budget=cfg.budget, budget_from=started)
+                                    budget=cfg.budget, budget_from=started, again=again)
                 published = PUBLISHED.pop(result.sweep_id, None)
             else:
                 from ragbench.sweep import publish_sweep, run_sweep

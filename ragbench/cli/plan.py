@@ -40,7 +40,8 @@ def register(app: typer.Typer) -> None:
         data, the model runtime, each model as its calibration measured it, the largest collection), and the total.
         Chunks not yet cached are cut now (into the chunk cache, where the sweep finds them). With a budget (--budget
         or the file's budget:), whether the sweep fits it, and if not which configs would finish in the budget's
-        order and which be marked over_budget (in the JSON: ``budget``)."""
+        order and which be marked over_budget (in the JSON: ``budget``). When the sweep is up to date (nothing changed
+        since the newest sweep of its name), a last line says so (in the JSON: ``up_to_date``, that sweep's id)."""
         from ragbench.config import load_config
         from ragbench.core.errors import RagbenchError
         from ragbench.core.models import configure_model_store, configure_revision_memo
@@ -52,6 +53,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.sweep.budget_fit import budget_fit
         from ragbench.sweep.forecast import decide_now, forecast, plan_json, plan_lines
         from ragbench.sweep.screen import ScreenEncoder, screen_pool, screens
+        from ragbench.sweep.up_to_date import up_to_date
 
         try:
             cfg = with_budget(load_config(config), budget)
@@ -65,12 +67,14 @@ def register(app: typer.Typer) -> None:
             pool = screen_pool(cfg, ds, ScreenEncoder.standalone(settings)) if screens(cfg, decided.todo) else None
             f = forecast(cfg, ds, root / "cache", decided, root, pool, recalibrate)
             fit = budget_fit(f, decided.todo, parse_budget(cfg.budget)) if cfg.budget else None
+            found = up_to_date(cfg, settings, root)  # then `ragbench sweep` records nothing
         except RagbenchError as e:
             fail(e)
         if json_out:
-            typer.echo(json.dumps({**plan_json(f), **({"budget": fit.json()} if fit else {})}))
+            typer.echo(json.dumps({**plan_json(f), **({"budget": fit.json()} if fit else {}),
+                                   "up_to_date": found.sweep_id if found else None}))
             return
         console.print(f"plan of sweep {cfg.name} on {ds.name} ({ds.corpus.height} docs, {ds.queries.height} "
                       f"queries), home {root}:", highlight=False)
-        for line in plan_lines(f) + (fit.lines() if fit else []):
+        for line in plan_lines(f) + (fit.lines() if fit else []) + ([found.sentence()] if found else []):
             stdout.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -30,7 +30,8 @@ def closing(result, settings, published) -> None:
     if rep is None or sweep_leaderboard(result).answers:
         stdout.print(leaderboard_table(result, width=stdout.width))
     if rep is not None:
-        console.print(f"sweep {result.sweep_id}: {result.seconds:.0f} s, {result.vectors_computed} vectors computed"
+        console.print(f"sweep {result.sweep_id}: " + ("up to date, nothing recorded" if result.up_to_date else
+                      f"{result.seconds:.0f} s, {result.vectors_computed} vectors computed")
                       + (f"; {result.n_failed} of {len(result.outcomes)} configs failed" if result.n_failed else ""),
                       highlight=False)
         for part in report_rich(rep, width=stdout.width):

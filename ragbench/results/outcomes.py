@@ -184,6 +184,7 @@ class SweepResult:
     seconds: float
     primary: str
     show: tuple[str, ...] | None = None
+    up_to_date: bool = False  # nothing was recorded: ``sweep_id`` already held it all (ragbench.sweep.up_to_date)
 
     def __post_init__(self):  # the config may spell them ndcg@10
         object.__setattr__(self, "primary", measure_key(self.primary))

@@ -74,6 +74,14 @@ class PromotionsTable:
         return self.query("SELECT * FROM promotions" + (" WHERE " + " AND ".join(where) if where else "")
                           + " ORDER BY promoted_at DESC", params)
 
+    def promotions_state(self) -> str:
+        """A hash of every promotion's identity and state (when, which config, live or not, rolled back when): a
+        promotion or a rollback changes it."""
+        from ragbench.core.hashing import stable_hash
+
+        rows = self.promotions().select("promoted_at", "config_id", "active", "rolled_back_at").rows()
+        return stable_hash([[str(v) for v in row] for row in rows])
+
     def promotion_records(self, *, active: bool | None = None, rolled_back: bool | None = None,
                           before: datetime | None = None) -> list[Promotion]:
         """:meth:`promotions` (same filters, newest first) as :class:`Promotion` records."""

@@ -6,11 +6,13 @@ with it, a markdown description under MLflow's 8,000 characters (the best rows o
 full one, ``report/leaderboard.md``), and on every config's child run of the sweep (reused ones included) its rank,
 the CI of the primary measure, its test against the best, its difference to production and its own plot (recall@k,
 primary measure per query class). The CLI and the Prefect flow call it after :func:`~ragbench.sweep.run_sweep`;
-in a notebook, call it yourself. Nothing here can fail the sweep: every step only warns.
+in a notebook, call it yourself. Nothing here can fail the sweep: every step only warns. A publication that finished
+leaves ``published.json`` beside the report (:func:`stamp_published`): what a rerun checks to be up to date.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import tempfile
 import time
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ragbench.core.atomic import write_text_atomically
+from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.paths import home_path
 from ragbench.core.progress import log
 from ragbench.core.settings import Settings
@@ -65,14 +69,34 @@ def publish_sweep(sweep_id: str, settings: Settings, *, out_dir: Path | None = N
     except Exception as e:  # a sweep whose every config failed has no report; the sweep itself stands
         log.warning("no report for sweep %s: %s", sweep_id, _first_line(e))
         return Published(sweep_id, None, None)
-    run_id, url = report.mlflow_run_id, None
+    run_id, url, summarized = report.mlflow_run_id, None, False
     if mlflow and run_id:
         try:
-            url = _summarize_on_mlflow(store, report, settings, html, config_plots)
+            url, summarized = _summarize_on_mlflow(store, report, settings, html, config_plots), True
         except Exception as e:
             log.warning("MLflow: could not summarize sweep %s on run %s: %s", sweep_id, run_id, _first_line(e))
+    try:  # what a rerun checks to be up to date; without it the rerun records a new sweep, nothing worse
+        stamp_published(store, sweep_id, html, run_id if summarized else None, url, settings)
+    except Exception as e:
+        log.warning("could not stamp the publication of sweep %s: %s", sweep_id, _first_line(e))
     remember_wrap_up(home, PUBLISH, report.configs.height, time.perf_counter() - began)
     return Published(sweep_id, report, html, run_id, url)
+
+
+#: the file a finished publication leaves beside its report (``<home>/reports/<sweep id>/published.json``)
+STAMP = "published.json"
+
+
+def stamp_published(store: ResultStore, sweep_id: str, html: Path, mlflow_run_id: str | None,
+                    mlflow_url: str | None, settings: Settings) -> None:
+    """Leave :data:`STAMP` beside the report ``html`` once the sweep's publication finished: the report's SHA-256,
+    the MLflow parent run it was summarized on (None: not summarized) with a hash of the tracking URI, and the
+    promotions' state. Only a stamp that still matches lets a rerun be up to date (:mod:`ragbench.sweep.up_to_date`)."""
+    stamp = {"sweep_id": sweep_id, "html": html.name, "html_sha256": file_sha256(html),
+             "mlflow_run_id": mlflow_run_id, "mlflow_url": mlflow_url,
+             "tracking_uri": stable_hash(default_tracking_uri(settings)) if mlflow_run_id else None,
+             "production": store.promotions_state()}
+    write_text_atomically(html.parent / STAMP, json.dumps(stamp, indent=1))
 
 
 def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Settings, html: Path,

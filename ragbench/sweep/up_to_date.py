@@ -1,0 +1,142 @@
+"""A sweep that would record nothing new is up to date: ``ragbench sweep`` says so and records nothing.
+
+Rerunning an unchanged sweep used to record a second copy of the last one: a new sweep in DuckDB whose every
+config is copied, a new MLflow parent run with a child per config, the report drawn again. That cost 4-6 s of
+imports and MLflow on a warm machine (12 s under the Prefect runner) for a copy nobody asked for, and it filled the
+MLflow experiment with duplicates of last night. As ``make`` or ``dvc repro``, the command now first asks whether the
+newest sweep of this name already holds everything a run would record (:func:`up_to_date`), and when it does,
+prints that sweep's leaderboard and where its report and MLflow run are. ``--again`` (or ``--fresh``) records a new
+sweep anyway; :func:`~ragbench.sweep.run_sweep` itself always records.
+
+Up to date means all of these hold for the newest sweep named as this one (nothing else ran under the name since):
+
+* it finished with every config finished (no failure, nothing over budget or screened out, no run in progress);
+* the same spec (``spec_hash``) and dataset fingerprint;
+* every config of the spec has its finished result in that very sweep under the evaluation key computed now
+  (:func:`~ragbench.sweep.evaluate.evaluation_key`: config, data, labels, evaluation settings, model revisions,
+  evaluation version), and no stored measure is of an older version;
+* nothing waits in the spool, and with MLflow on every config has its MLflow run;
+* its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as written, checked by SHA-256; with MLflow
+  on, the summary on the same parent run in the same tracking store) and the promotions are as they were then
+  (the report's "against production" would read otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ragbench.config import SweepConfig
+from ragbench.core.errors import StoreBusyError
+from ragbench.core.hashing import file_sha256, stable_hash
+from ragbench.core.models import configure_model_store, configure_revision_memo
+from ragbench.core.paths import home_path
+from ragbench.core.settings import Settings
+from ragbench.results.outcomes import ConfigOutcome, SweepResult
+from ragbench.results.spool import Spool
+from ragbench.results.store import ResultStore
+from ragbench.results.tracking import default_tracking_uri
+from ragbench.sweep.publish import STAMP, Published
+
+@dataclass(frozen=True)
+class UpToDate:
+    """The sweep that already holds what a run would record: its id, when it finished, its report, its MLflow
+    parent run and that run's URL (None when unknown), and its configs' stored results (:class:`SweepResult`)."""
+
+    sweep_id: str
+    finished_at: datetime | None
+    html: Path
+    mlflow_run_id: str | None
+    mlflow_url: str | None
+    result: SweepResult
+
+    def published(self) -> Published:
+        """Where the sweep's answer already is, as :func:`~ragbench.sweep.publish_sweep` returns it (the report
+        itself is built again when printed)."""
+        return Published(self.sweep_id, None, self.html, self.mlflow_run_id, self.mlflow_url)
+
+    def sentence(self) -> str:
+        """One line for the terminal and the log."""
+        when = f" (finished {self.finished_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC)" if self.finished_at \
+            else ""
+        return (f"up to date: nothing changed since sweep {self.sweep_id}{when}: the same spec, data, labels, "
+                f"models, evaluation and promotions; its results, report and MLflow run stand (--again records "
+                f"a new sweep)")
+
+
+def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> UpToDate | None:
+    """The newest sweep named ``cfg.name`` when it holds everything a run of ``cfg`` with ``settings`` would record
+    now (see the module), else None. ``settings`` and ``home`` (the CLI's ``--home``) are resolved as
+    :func:`~ragbench.sweep.run_sweep` resolves them (:func:`~ragbench.sweep.sweep_settings`). Loads the dataset (from its cache) to fingerprint it; a busy or
+    unreadable results file means not up to date (the sweep then decides)."""
+    from ragbench.sweep.orchestrator import sweep_settings
+
+    settings = sweep_settings(cfg, settings, home).apply()
+    home = Path(settings.home)
+    if any(e.finetune is not None for e in cfg.embedders) or not (home / "results.duckdb").exists() \
+            or Spool(home).count():
+        return None
+    try:
+        return _holds_everything(cfg, settings, ResultStore(home / "results.duckdb", 0.0))
+    except StoreBusyError:
+        return None
+
+
+def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) -> UpToDate | None:
+    from ragbench.data import load_dataset
+    from ragbench.sweep.evaluate import evaluation_key, plan_measure_refresh
+    from ragbench.sweep.plan import EvaluationSpec
+
+    home = Path(settings.home)
+    sweep_id = store.latest_sweep_id(cfg.name)
+    row = store.sweep(sweep_id) if sweep_id else None
+    if row is None or row["status"] != "finished" or row["spec_hash"] != stable_hash(cfg.canonical()):
+        return None
+    ds = load_dataset(cfg.dataset, home / "cache")
+    if row["dataset_fingerprint"] != ds.fingerprint:
+        return None
+    configure_revision_memo(home / "cache" / "revisions.json")
+    configure_model_store(home / "models")
+    evaluation, configs = EvaluationSpec.of(cfg), cfg.expand()
+    keys = {c.config_id: evaluation_key(c, ds.fingerprint, evaluation, ds.labels_fingerprint) for c in configs}
+    held = store.reusable_configs(keys, prefer=sweep_id)
+    if any(held.get(c, ("",))[0] != sweep_id for c in keys):
+        return None
+    refresh = plan_measure_refresh(store, dict.fromkeys(keys, sweep_id), {c.config_id: c for c in configs},
+                                   evaluation)
+    if refresh.recompute or refresh.re_evaluate:
+        return None
+    if cfg.output.mlflow and not store.pending_mlflow_configs(sweep_id).is_empty():
+        return None
+    stamp = _matching_stamp(home, row, store, settings, cfg.output.mlflow)
+    if stamp is None:
+        return None
+    stored = store.stored_config_metrics(sweep_id)
+    outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "finished", *stored.get(c.config_id, ({}, 0, 0)),
+                              reused_from=sweep_id) for c in configs]
+    result = SweepResult(sweep_id, cfg.name, ds.fingerprint, home, outcomes, [], 0.0, cfg.metrics.primary,
+                         cfg.metrics.show, up_to_date=True)
+    return UpToDate(sweep_id, row.get("finished_at"), stamp[0], stamp[1], stamp[2], result)
+
+
+def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Settings,
+                    mlflow: bool) -> tuple[Path, str | None, str | None] | None:
+    """``(report, MLflow run, its URL)`` from the sweep's publication stamp when it still matches: the report file
+    unchanged, the promotions as they were, and with ``mlflow`` the summary on the sweep's parent run in the same
+    tracking store; else None."""
+    folder = home_path(home, "reports", row["sweep_id"], what="the report folder")
+    try:
+        stamp = json.loads((folder / STAMP).read_text())
+        html = folder / Path(stamp["html"]).name
+        same_report = stamp["sweep_id"] == row["sweep_id"] and file_sha256(html) == stamp["html_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not same_report or stamp.get("production") != store.promotions_state():
+        return None
+    run = stamp.get("mlflow_run_id")
+    if mlflow and (run is None or run != row.get("mlflow_run_id")
+                   or stamp.get("tracking_uri") != stable_hash(default_tracking_uri(settings))):
+        return None
+    return html, run, stamp.get("mlflow_url")
