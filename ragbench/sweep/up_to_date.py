@@ -16,9 +16,9 @@ Up to date means all of these hold for the newest sweep named as this one (nothi
   (:func:`~ragbench.sweep.evaluate.evaluation_key`: config, data, labels, evaluation settings, model revisions,
   evaluation version), and no stored measure is of an older version;
 * nothing waits in the spool, and with MLflow on every config has its MLflow run;
-* its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as written, checked by SHA-256; with MLflow
-  on, the summary on the same parent run in the same tracking store) and the promotions are as they were then
-  (the report's "against production" would read otherwise).
+* its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as written, checked
+  by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and experiment) and
+  the promotions are as they were then (the report's "against production" would read otherwise).
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ class UpToDate:
 def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> UpToDate | None:
     """The newest sweep named ``cfg.name`` when it holds everything a run of ``cfg`` with ``settings`` would record
     now (see the module), else None. ``settings`` and ``home`` (the CLI's ``--home``) are resolved as
-    :func:`~ragbench.sweep.run_sweep` resolves them (:func:`~ragbench.sweep.sweep_settings`). Loads the dataset (from its cache) to fingerprint it; a busy or
-    unreadable results file means not up to date (the sweep then decides)."""
+    :func:`~ragbench.sweep.run_sweep` resolves them (:func:`~ragbench.sweep.sweep_settings`). Loads the dataset
+    (from its cache) to fingerprint it; a busy or unreadable results file means not up to date (the sweep then
+    decides)."""
     from ragbench.sweep.orchestrator import sweep_settings
 
     settings = sweep_settings(cfg, settings, home).apply()
@@ -86,12 +87,13 @@ def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | 
 
 def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) -> UpToDate | None:
     from ragbench.data import load_dataset
-    from ragbench.sweep.evaluate import evaluation_key, plan_measure_refresh
+    from ragbench.sweep.evaluate import evaluation_key
     from ragbench.sweep.plan import EvaluationSpec
 
     home = Path(settings.home)
-    sweep_id = store.latest_sweep_id(cfg.name)
-    row = store.sweep(sweep_id) if sweep_id else None
+    with store.reading():  # one connection for the reads (each opening of the file costs ~8 ms)
+        sweep_id = store.latest_sweep_id(cfg.name)
+        row = store.sweep(sweep_id) if sweep_id else None
     if row is None or row["status"] != "finished" or row["spec_hash"] != stable_hash(cfg.canonical()):
         return None
     ds = load_dataset(cfg.dataset, home / "cache")
@@ -101,19 +103,13 @@ def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) 
     configure_model_store(home / "models")
     evaluation, configs = EvaluationSpec.of(cfg), cfg.expand()
     keys = {c.config_id: evaluation_key(c, ds.fingerprint, evaluation, ds.labels_fingerprint) for c in configs}
-    held = store.reusable_configs(keys, prefer=sweep_id)
-    if any(held.get(c, ("",))[0] != sweep_id for c in keys):
-        return None
-    refresh = plan_measure_refresh(store, dict.fromkeys(keys, sweep_id), {c.config_id: c for c in configs},
-                                   evaluation)
-    if refresh.recompute or refresh.re_evaluate:
-        return None
-    if cfg.output.mlflow and not store.pending_mlflow_configs(sweep_id).is_empty():
-        return None
-    stamp = _matching_stamp(home, row, store, settings, cfg.output.mlflow)
+    with store.reading():
+        if not _all_held(store, sweep_id, keys, {c.config_id: c for c in configs}, evaluation, cfg.output.mlflow):
+            return None
+        stamp = _matching_stamp(home, row, store, settings, cfg)
+        stored = store.stored_config_metrics(sweep_id) if stamp else {}
     if stamp is None:
         return None
-    stored = store.stored_config_metrics(sweep_id)
     outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "finished", *stored.get(c.config_id, ({}, 0, 0)),
                               reused_from=sweep_id) for c in configs]
     result = SweepResult(sweep_id, cfg.name, ds.fingerprint, home, outcomes, [], 0.0, cfg.metrics.primary,
@@ -121,11 +117,28 @@ def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) 
     return UpToDate(sweep_id, row.get("finished_at"), stamp[0], stamp[1], stamp[2], result)
 
 
+def _all_held(store: ResultStore, sweep_id: str, keys: dict[str, str], configs: dict, evaluation,
+              mlflow: bool) -> bool:
+    """Every config of ``keys`` (``config_id -> evaluation key``) finished in ``sweep_id`` under that key, none of
+    its measures of an older version, and with ``mlflow`` every one logged to MLflow."""
+    from ragbench.sweep.evaluate import plan_measure_refresh
+
+    held = store.reusable_configs(keys, prefer=sweep_id)
+    if any(held.get(c, ("",))[0] != sweep_id for c in keys):
+        return False
+    refresh = plan_measure_refresh(store, dict.fromkeys(keys, sweep_id), configs, evaluation)
+    if refresh.recompute or refresh.re_evaluate:
+        return False
+    return not (mlflow and not store.pending_mlflow_configs(sweep_id).is_empty())
+
+
 def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Settings,
-                    mlflow: bool) -> tuple[Path, str | None, str | None] | None:
+                    cfg: SweepConfig) -> tuple[Path, str | None, str | None] | None:
     """``(report, MLflow run, its URL)`` from the sweep's publication stamp when it still matches: the report file
-    unchanged, the promotions as they were, and with ``mlflow`` the summary on the sweep's parent run in the same
-    tracking store; else None."""
+    unchanged, the promotions as they were, and with MLflow on the summary on the sweep's parent run, in the same
+    tracking store and experiment; else None."""
+    from ragbench.sweep.orchestrator import experiment_name
+
     folder = home_path(home, "reports", row["sweep_id"], what="the report folder")
     try:
         stamp = json.loads((folder / STAMP).read_text())
@@ -136,7 +149,8 @@ def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Setting
     if not same_report or stamp.get("production") != store.promotions_state():
         return None
     run = stamp.get("mlflow_run_id")
-    if mlflow and (run is None or run != row.get("mlflow_run_id")
-                   or stamp.get("tracking_uri") != stable_hash(default_tracking_uri(settings))):
+    if cfg.output.mlflow and (run is None or run != row.get("mlflow_run_id") or row.get("experiment")
+                              != experiment_name(cfg)
+                              or stamp.get("tracking_uri") != stable_hash(default_tracking_uri(settings))):
         return None
     return html, run, stamp.get("mlflow_url")

@@ -1,7 +1,7 @@
 """A sweep that would record nothing new is up to date: `ragbench sweep` prints the newest sweep's leaderboard and
 records nothing (no sweep in DuckDB, no MLflow run, no report drawn again), and anything a run would record
 differently makes it record again: `--again`, a promotion, an edited report, other labels, another MLflow store,
-another sweep under the same name in between, a new measure or evaluation version."""
+another sweep under the same name in between, another MLflow experiment, a new measure or evaluation version."""
 
 from __future__ import annotations
 
@@ -93,10 +93,13 @@ def test_another_sweep_in_between_or_another_mlflow_store_make_it_record_again(s
                                                                                   "overlap: 0}, {kind: sentences}]"))
     _sweep(wider, home)                                                             # same name, other spec
     assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 3
+    elsewhere = write_config(tmp_path / "elsewhere.yaml", SWEEP.format(path=data) + "output: {experiment: elsewhere}\n")
+    assert "up to date" not in _sweep(elsewhere, home) and len(_sweeps(home)) == 4  # another MLflow experiment
+    assert "up to date" in _sweep(elsewhere, home)
     other = f"sqlite:///{tmp_path / 'other-mlflow.db'}"
-    assert "up to date" not in _sweep(cfg, home, env={"MLFLOW_TRACKING_URI": other})
-    assert len(_sweeps(home)) == 4
-    assert "up to date" in _sweep(cfg, home, env={"MLFLOW_TRACKING_URI": other})
+    assert "up to date" not in _sweep(elsewhere, home, env={"MLFLOW_TRACKING_URI": other})
+    assert len(_sweeps(home)) == 5
+    assert "up to date" in _sweep(elsewhere, home, env={"MLFLOW_TRACKING_URI": other})
 
 
 def test_new_evaluation_code_makes_it_record_again(swept, monkeypatch):
