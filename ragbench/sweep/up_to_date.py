@@ -1,9 +1,9 @@
 """A sweep that would record nothing new is up to date: ``ragbench sweep`` says so and records nothing.
 
 Rerunning an unchanged sweep used to record a second copy of the last one: a new sweep in DuckDB whose every
-config is copied, a new MLflow parent run with a child per config, the report drawn again. That cost 4-6 s of
-imports and MLflow on a warm machine (12 s under the Prefect runner) for a copy nobody asked for, and it filled the
-MLflow experiment with duplicates of last night. As ``make`` or ``dvc repro``, the command now first asks whether the
+config is copied, a new MLflow parent run with a child per config, the report drawn again. That cost 4.5-5 s of
+imports and MLflow with the local runner (the demo's 17.6 s under Prefect, the default) for a copy nobody asked for,
+and it filled the MLflow experiment with duplicates of last night. As ``make`` or ``dvc repro``, the command now first asks whether the
 newest sweep of this name already holds everything a run would record (:func:`up_to_date`), and when it does,
 prints that sweep's leaderboard and where its report and MLflow run are. ``--again`` (or ``--fresh``) records a new
 sweep anyway; :func:`~ragbench.sweep.run_sweep` itself always records.
