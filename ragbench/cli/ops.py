@@ -94,6 +94,7 @@ def register(app: typer.Typer) -> None:
         from ragbench.reporting.render_terminal import report_rich
         from ragbench.reporting.report import build_report, report_text, write_html_report
         from ragbench.results.lookup import resolve_sweep_id
+        from ragbench.sweep.publish import restamp_report
 
         try:
             store, settings = home_store(home)
@@ -102,6 +103,7 @@ def register(app: typer.Typer) -> None:
                                alpha=alpha, since=resolve_sweep_id(store, since) if since else None)
             folder = out or home_path(settings.home, "reports", sid, what="the report folder")
             path = write_html_report(store, sid, folder, settings=settings, log_to_mlflow=mlflow, report=rep)
+            restamp_report(path)  # a sweep that was up to date stays so
         except (RagbenchError, ValueError) as e:
             fail(e)
         if fmt is Format.table:

@@ -99,6 +99,18 @@ def stamp_published(store: ResultStore, sweep_id: str, html: Path, mlflow_run_id
     write_text_atomically(html.parent / STAMP, json.dumps(stamp, indent=1))
 
 
+def restamp_report(html: Path) -> None:
+    """After ragbench wrote the report ``html`` of a published sweep again (``ragbench report``: the same results,
+    another generation time), its stamp vouches for the new file; a report without a stamp stays without."""
+    path = html.parent / STAMP
+    try:
+        stamp = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(stamp, dict) and stamp.get("html") == html.name:
+        write_text_atomically(path, json.dumps({**stamp, "html_sha256": file_sha256(html)}, indent=1))
+
+
 def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Settings, html: Path,
                          config_plots: bool) -> str:
     sweep = store.sweep(report.sweep_id) or {}

@@ -16,8 +16,8 @@ Up to date means all of these hold for the newest sweep named as this one (nothi
   (:func:`~ragbench.sweep.evaluate.evaluation_key`: config, data, labels, evaluation settings, model revisions,
   evaluation version), and no stored measure is of an older version;
 * nothing waits in the spool, and with MLflow on every config has its MLflow run;
-* its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as written, checked
-  by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and experiment) and
+* its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as ragbench last
+  wrote it, checked by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and experiment) and
   the promotions are as they were then (the report's "against production" would read otherwise).
 """
 

@@ -64,6 +64,10 @@ def test_an_unchanged_rerun_records_nothing_and_prints_the_newest_sweep(swept):
     assert _sweeps(home) == [first] and _mlflow_runs(home) == runs and report.stat().st_mtime_ns == written
     plan = CliRunner().invoke(app, ["plan", str(cfg), "--home", str(home), "--json"])
     assert json.loads(plan.stdout)["up_to_date"] == first                    # the plan says so before the run
+    before = report.read_bytes()
+    assert CliRunner().invoke(app, ["report", "latest", "--home", str(home), "--measure", "mrr@10"]).exit_code == 0
+    assert report.read_bytes() != before                                      # written again by ragbench, other
+    assert f"nothing changed since sweep {first}" in _sweep(cfg, home)       # still up to date
     out = _sweep(cfg, home, "--again")                       # asked for: a new sweep, reusing every config
     assert "up to date" not in out and len(_sweeps(home)) == 2 and _mlflow_runs(home) == runs + 3
     newest = _sweeps(home)[0]
