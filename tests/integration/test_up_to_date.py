@@ -113,3 +113,14 @@ def test_new_evaluation_code_makes_it_record_again(swept, monkeypatch):
     assert "up to date" in _sweep(cfg, home)
     monkeypatch.setattr(evaluate, "EVALUATION_VERSION", evaluate.EVALUATION_VERSION + 1)  # every key changes
     assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 3
+
+
+def test_the_nightly_flow_records_nothing_when_up_to_date(swept):
+    """What a deployment's run does on a night with nothing new: the flow's own check, before any task."""
+    from flows.sweep import PUBLISHED, sweep_flow
+
+    cfg, home, _ = swept
+    first = _sweeps(home)[0]
+    result = sweep_flow.fn(str(cfg), home=str(home))
+    assert result.up_to_date and result.sweep_id == first and len(result.outcomes) == 2
+    assert PUBLISHED.pop(first).html == home / "reports" / first / "report.html" and _sweeps(home) == [first]
