@@ -161,6 +161,12 @@ class ConfigOutcome:
     error: str | None = None
     reused_from: str | None = None  # the sweep whose stored results this config reused
 
+    def finished_from(self, stored: dict[str, tuple[dict[str, float], int, int]]) -> "ConfigOutcome":
+        """This config finished with its stored results (``stored``: ``ResultStore.stored_config_metrics``, config
+        id -> (metrics, n_queries, n_unlabelled)), as a reused or earlier-finished config is reported."""
+        return ConfigOutcome(self.config_id, self.name, self.spec, "finished",
+                             *stored.get(self.config_id, ({}, 0, 0)), reused_from=self.reused_from)
+
     @property
     def label(self) -> str:
         """The config's name for people (:func:`ragbench.config.labels.config_label`)."""

@@ -340,6 +340,4 @@ class _Sweep:
         if not any(o.status == "skipped" for o in outcomes):
             return outcomes
         stored = self._read(lambda: self.store.stored_config_metrics(sweep_id), {})
-        return [ConfigOutcome(o.config_id, o.name, o.spec, "finished", *stored.get(o.config_id, ({}, 0, 0)),
-                              reused_from=o.reused_from)
-                if o.status == "skipped" else o for o in outcomes]
+        return [o.finished_from(stored) if o.status == "skipped" else o for o in outcomes]

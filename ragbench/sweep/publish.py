@@ -99,16 +99,22 @@ def stamp_published(store: ResultStore, sweep_id: str, html: Path, mlflow_run_id
     write_text_atomically(html.parent / STAMP, json.dumps(stamp, indent=1))
 
 
+def read_stamp(folder: Path) -> dict | None:
+    """The publication stamp in ``folder`` (:func:`stamp_published`), or None when there is none or it is damaged
+    (then nothing vouches for the report: a rerun records again)."""
+    try:
+        stamp = json.loads((folder / STAMP).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
 def restamp_report(html: Path) -> None:
     """After ragbench wrote the report ``html`` of a published sweep again (``ragbench report``: the same results,
     another generation time), its stamp vouches for the new file; a report without a stamp stays without."""
-    path = html.parent / STAMP
-    try:
-        stamp = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
-    if isinstance(stamp, dict) and stamp.get("html") == html.name:
-        write_text_atomically(path, json.dumps({**stamp, "html_sha256": file_sha256(html)}, indent=1))
+    stamp = read_stamp(html.parent)
+    if stamp is not None and stamp.get("html") == html.name:
+        write_text_atomically(html.parent / STAMP, json.dumps({**stamp, "html_sha256": file_sha256(html)}, indent=1))
 
 
 def _summarize_on_mlflow(store: ResultStore, report: SweepReport, settings: Settings, html: Path,

@@ -23,7 +23,6 @@ Up to date means all of these hold for the newest sweep named as this one (nothi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,7 +37,12 @@ from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool
 from ragbench.results.store import ResultStore
 from ragbench.results.tracking import default_tracking_uri
-from ragbench.sweep.publish import STAMP, Published
+from ragbench.data import load_dataset
+from ragbench.sweep.evaluate import evaluation_key, plan_measure_refresh
+from ragbench.sweep.orchestrator import experiment_name, sweep_settings
+from ragbench.sweep.plan import EvaluationSpec
+from ragbench.sweep.publish import Published, read_stamp
+
 
 @dataclass(frozen=True)
 class UpToDate:
@@ -72,8 +76,6 @@ def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | 
     :func:`~ragbench.sweep.run_sweep` resolves them (:func:`~ragbench.sweep.sweep_settings`). Loads the dataset
     (from its cache) to fingerprint it; a busy or unreadable results file means not up to date (the sweep then
     decides)."""
-    from ragbench.sweep.orchestrator import sweep_settings
-
     settings = sweep_settings(cfg, settings, home).apply()
     home = Path(settings.home)
     if any(e.finetune is not None for e in cfg.embedders) or not (home / "results.duckdb").exists() \
@@ -86,10 +88,6 @@ def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | 
 
 
 def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) -> UpToDate | None:
-    from ragbench.data import load_dataset
-    from ragbench.sweep.evaluate import evaluation_key
-    from ragbench.sweep.plan import EvaluationSpec
-
     home = Path(settings.home)
     with store.reading():  # one connection for the reads (each opening of the file costs ~8 ms)
         sweep_id = store.latest_sweep_id(cfg.name)
@@ -110,8 +108,8 @@ def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) 
         stored = store.stored_config_metrics(sweep_id) if stamp else {}
     if stamp is None:
         return None
-    outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "finished", *stored.get(c.config_id, ({}, 0, 0)),
-                              reused_from=sweep_id) for c in configs]
+    outcomes = [ConfigOutcome(c.config_id, c.name, c.spec(), "skipped", reused_from=sweep_id).finished_from(stored)
+                for c in configs]
     result = SweepResult(sweep_id, cfg.name, ds.fingerprint, home, outcomes, [], 0.0, cfg.metrics.primary,
                          cfg.metrics.show, up_to_date=True)
     return UpToDate(sweep_id, row.get("finished_at"), stamp[0], stamp[1], stamp[2], result)
@@ -121,8 +119,6 @@ def _all_held(store: ResultStore, sweep_id: str, keys: dict[str, str], configs: 
               mlflow: bool) -> bool:
     """Every config of ``keys`` (``config_id -> evaluation key``) finished in ``sweep_id`` under that key, none of
     its measures of an older version, and with ``mlflow`` every one logged to MLflow."""
-    from ragbench.sweep.evaluate import plan_measure_refresh
-
     held = store.reusable_configs(keys, prefer=sweep_id)
     if any(held.get(c, ("",))[0] != sweep_id for c in keys):
         return False
@@ -137,14 +133,12 @@ def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Setting
     """``(report, MLflow run, its URL)`` from the sweep's publication stamp when it still matches: the report file
     unchanged, the promotions as they were, and with MLflow on the summary on the sweep's parent run, in the same
     tracking store and experiment; else None."""
-    from ragbench.sweep.orchestrator import experiment_name
-
     folder = home_path(home, "reports", row["sweep_id"], what="the report folder")
+    stamp = read_stamp(folder)
     try:
-        stamp = json.loads((folder / STAMP).read_text())
         html = folder / Path(stamp["html"]).name
         same_report = stamp["sweep_id"] == row["sweep_id"] and file_sha256(html) == stamp["html_sha256"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, KeyError, TypeError):  # no stamp, or one missing a field
         return None
     if not same_report or stamp.get("production") != store.promotions_state():
         return None
