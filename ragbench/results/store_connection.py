@@ -66,6 +66,27 @@ def sqlite_damage(path: Path, thorough: bool = False) -> str | None:
     return None
 
 
+def active_mlflow_children(path: Path, parent_run: str, config_tag: str) -> set[str] | None:
+    """The ``config_tag`` values of the active child runs of ``parent_run`` in the SQLite MLflow store ``path``,
+    when the parent is an active run of an active experiment (nothing deleted in MLflow's UI or API, nor purged by
+    ``mlflow gc``); the empty set when it is not; None when the store cannot be read."""
+    import sqlite3
+    from contextlib import closing
+
+    try:
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as con:
+            rows = con.execute(
+                "SELECT c.value FROM runs parent JOIN experiments e USING (experiment_id) "
+                "JOIN tags p ON p.key = 'mlflow.parentRunId' AND p.value = parent.run_uuid "
+                "JOIN runs child ON child.run_uuid = p.run_uuid "
+                "JOIN tags c ON c.run_uuid = child.run_uuid AND c.key = ? "
+                "WHERE parent.run_uuid = ? AND parent.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active' "
+                "AND child.lifecycle_stage = 'active'", (config_tag, parent_run)).fetchall()
+    except sqlite3.Error:
+        return None
+    return {r[0] for r in rows}
+
+
 def restamp_mlflow_default_experiment(path: Path, artifact_location: str, now_ms: int) -> None:
     """Set MLflow's Default experiment (id 0) in the SQLite store ``path`` to ``artifact_location``, created at
     ``now_ms``: a store copied from a template (:mod:`ragbench.results.mlflow_seed`) then reads as MLflow would have

@@ -17,8 +17,9 @@ Up to date means all of these hold for the newest sweep named as this one (nothi
   evaluation version), and no stored measure is of an older version;
 * nothing waits in the spool, and with MLflow on every config has its MLflow run;
 * its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as ragbench last
-  wrote it, checked by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and experiment) and
-  the promotions are as they were then (the report's "against production" would read otherwise).
+  wrote it, checked by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and
+  experiment, and in a SQLite tracking store that run and its child per config still there, not deleted) and the
+  promotions are as they were then (the report's "against production" would read otherwise).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from ragbench.core.settings import Settings
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool
 from ragbench.results.store import ResultStore
-from ragbench.results.tracking import default_tracking_uri
+from ragbench.results.store_connection import active_mlflow_children
+from ragbench.results.tracking import CONFIG_TAG, default_tracking_uri, sqlite_store_path
 from ragbench.data import load_dataset
 from ragbench.sweep.evaluate import evaluation_key, plan_measure_refresh
 from ragbench.sweep.orchestrator import experiment_name, sweep_settings
@@ -145,6 +147,18 @@ def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Setting
     run = stamp.get("mlflow_run_id")
     if cfg.output.mlflow and (run is None or run != row.get("mlflow_run_id") or row.get("experiment")
                               != experiment_name(cfg)
-                              or stamp.get("tracking_uri") != stable_hash(default_tracking_uri(settings))):
+                              or stamp.get("tracking_uri") != stable_hash(default_tracking_uri(settings))
+                              or not _runs_still_there(run, cfg.expand(), settings)):
         return None
     return html, run, stamp.get("mlflow_url")
+
+
+def _runs_still_there(run: str, configs, settings: Settings) -> bool:
+    """The parent ``run`` is still an active run of an active experiment with an active child for each of
+    ``configs``, when the tracking store is a SQLite file (read in milliseconds); a server's store is not asked
+    (that costs MLflow's import, ~2 s)."""
+    db = sqlite_store_path(default_tracking_uri(settings))
+    if db is None:
+        return True
+    children = active_mlflow_children(db, run, CONFIG_TAG)
+    return children is not None and {c.config_id for c in configs} <= children

@@ -1,7 +1,8 @@
 """A sweep that would record nothing new is up to date: `ragbench sweep` prints the newest sweep's leaderboard and
 records nothing (no sweep in DuckDB, no MLflow run, no report drawn again), and anything a run would record
 differently makes it record again: `--again`, a promotion, an edited report, other labels, another MLflow store,
-another sweep under the same name in between, another MLflow experiment, a new measure or evaluation version."""
+another sweep under the same name in between, another MLflow experiment, a new measure or evaluation version, a
+deleted MLflow run, a result waiting in the spool, a config MLflow missed."""
 
 from __future__ import annotations
 
@@ -124,3 +125,34 @@ def test_the_nightly_flow_records_nothing_when_up_to_date(swept):
     result = sweep_flow.fn(str(cfg), home=str(home))
     assert result.up_to_date and result.sweep_id == first and len(result.outcomes) == 2
     assert PUBLISHED.pop(first).html == home / "reports" / first / "report.html" and _sweeps(home) == [first]
+
+
+def test_a_deleted_mlflow_run_a_waiting_spool_or_an_unlogged_config_make_it_record_again(swept):
+    """What the check reads besides the sweep: the SQLite tracking store's runs, the spool, the configs' MLflow runs."""
+    import duckdb
+
+    from ragbench.results.spool import Spool
+
+    cfg, home, _ = swept
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    store = ResultStore(home / "results.duckdb")
+    client.delete_run(store.sweep(_sweeps(home)[0])["mlflow_run_id"])       # the parent run, deleted in the UI
+    assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 2
+    assert "up to date" in _sweep(cfg, home)
+    newest = _sweeps(home)[0]
+    parent = store.sweep(newest)["mlflow_run_id"]
+    experiment = client.get_run(parent).info.experiment_id
+    child = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'")[0]
+    client.delete_run(child.info.run_id)                                      # one config's run
+    assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 3
+    newest = _sweeps(home)[0]
+    with duckdb.connect(str(home / "results.duckdb")) as con:                 # MLflow was down for one config
+        con.execute("UPDATE configs SET mlflow_run_id = NULL WHERE sweep_id = ? AND config_id = "
+                    "(SELECT min(config_id) FROM configs WHERE sweep_id = ?)", [newest, newest])
+    assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 4
+    newest = _sweeps(home)[0]
+    row = store.config(newest, sorted(store.stored_config_metrics(newest))[0])
+    Spool(home).put_failure(newest, row["config_id"], row["name"], json.loads(row["spec_json"]),
+                            row["dataset_fingerprint"], "written while the results file was held")
+    assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 5  # merged first, then recorded
+    assert Spool(home).count() == 0 and "up to date" in _sweep(cfg, home)
