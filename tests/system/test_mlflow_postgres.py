@@ -1,5 +1,6 @@
 """MLflow on a real PostgreSQL: a throw-away cluster on a free localhost port (initdb + pg_ctl as a non-root
-user), `mlflow server` backed by it, then a sweep, a promotion and a rollback through it.
+user), `mlflow server` backed by it, then a sweep (published there, then up to date: a rerun would record
+nothing), a promotion and a rollback through it.
 
 Debian's `postgresql` package provides the binaries (`make test` installs it); the test is skipped, saying so,
 only where they are absent."""
@@ -77,7 +78,7 @@ def test_sweep_promote_and_rollback_against_mlflow_on_postgresql(mlflow_on_postg
 
     from ragbench.cli import app
     from ragbench.config import load_config
-    from ragbench.sweep import run_sweep
+    from ragbench.sweep import publish_sweep, run_sweep, up_to_date
 
     cfg = load_config(write_config(tmp_path / "pg.yaml", f"""name: on-postgres
 dataset: {{path: {DEMO}, queries: all}}
@@ -86,12 +87,18 @@ embedders: [{{model: static-retrieval-m2v}}]
 retrievers: [{{kind: bm25}}, {{kind: dense, exact: true}}]
 metrics: {{cutoffs: [1, 10]}}
 """))
-    result = run_sweep(cfg, settings.replace(mlflow_tracking_uri=mlflow_on_postgres))
+    on_postgres = settings.replace(mlflow_tracking_uri=mlflow_on_postgres)
+    result = run_sweep(cfg, on_postgres)
     assert result.n_failed == 0
     client = MlflowClient(tracking_uri=mlflow_on_postgres)
     exp = client.get_experiment_by_name("ragbench/on-postgres")
     runs = client.search_runs([exp.experiment_id])
     assert sorted(r.data.tags.get("ragbench.kind") for r in runs) == ["config", "config", "sweep"]
+    parent = next(r.info.run_id for r in runs if r.data.tags.get("ragbench.kind") == "sweep")
+    assert publish_sweep(result.sweep_id, on_postgres, mlflow=True).mlflow_run_id == parent
+    standing = up_to_date(cfg, on_postgres)                  # a rerun would record nothing: summarized there
+    assert standing is not None and (standing.sweep_id, standing.mlflow_run_id) == (result.sweep_id, parent)
+    assert up_to_date(cfg, settings.replace(mlflow_tracking_uri=None)) is None  # not in the home's own store
 
     best = max(result.outcomes, key=lambda o: o.metrics["ndcg@10"])
     other = next(o for o in result.outcomes if o.config_id != best.config_id)
@@ -112,3 +119,4 @@ metrics: {{cutoffs: [1, 10]}}
         min(v.version for v in versions)
     live = json.loads(cli.invoke(app, ["production", "--json", "--home", str(home)]).stdout.strip().splitlines()[-1])
     assert live["config_id"] == best.config_id
+    assert up_to_date(cfg, on_postgres) is None             # promoted since: "against production" reads anew
