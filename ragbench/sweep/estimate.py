@@ -33,14 +33,15 @@ from dataclasses import dataclass, field
 #: is about 4; SciFact abstracts 4.1-4.4, a code-heavy HTML manual 3.6)
 CHARS_PER_TOKEN = 4.0
 
-#: default rates (seconds), measured on the demo sweep on 2 CPU cores; encoding is always calibrated per model. A
-#: config's evaluation (retrieval, judging, serving latency, recording, MLflow): 0.85 s on the demo (34 queries),
-#: 1.9 s on 300 SciFact abstracts (300 queries), 1.7 s on a 33-page manual (48 queries, 20 held-out splits)
-#: (2026-12-03; 1.5 s a config before the serving and logging costs were cut)
+#: default rates (seconds), measured on 2 CPU cores; encoding is always calibrated per model. A config's evaluation
+#: (retrieval, judging, diagnostics, serving latency, recording, MLflow), as cold sweeps measured it (2026-12-05):
+#: 0.60 s on the demo (34 queries), 1.23 s on 300 SciFact abstracts (300 queries, hybrid too), 1.88 s on a
+#: SQuAD-style set (1,200 queries): least squares ``0.7 + 0.001 x queries`` (the earlier 0.9 + 0.004 x queries,
+#: fitted before the serving and logging costs were cut, read 1.7-3x high)
 DEFAULT_DOC_CUT_S = 0.002
 DEFAULT_VECTOR_INDEX_S = 0.0004
-DEFAULT_CONFIG_S = 0.9
-DEFAULT_QUERY_S = 0.004
+DEFAULT_CONFIG_S = 0.7
+DEFAULT_QUERY_S = 0.001
 DEFAULT_RERANK_PAIR_S = 0.01
 DEFAULT_LLM_CALL_S = 2.0
 
