@@ -18,7 +18,7 @@ Up to date means all of these hold for the newest sweep named as this one (nothi
 * nothing waits in the spool, and with MLflow on every config has its MLflow run;
 * its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as ragbench last
   wrote it, checked by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and
-  experiment, and in a SQLite tracking store that run and its child per config still there, not deleted) and the
+  experiment, that run and its child per config still there, not deleted) and the
   promotions are as they were then (the report's "against production" would read otherwise).
 """
 
@@ -37,8 +37,8 @@ from ragbench.core.settings import Settings
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool
 from ragbench.results.store import ResultStore
-from ragbench.results.store_connection import active_mlflow_children
-from ragbench.results.tracking import CONFIG_TAG, default_tracking_uri, sqlite_store_path
+from ragbench.results.mlflow_runs import standing_children
+from ragbench.results.tracking import default_tracking_uri
 from ragbench.data import load_dataset
 from ragbench.sweep.evaluate import evaluation_key, plan_measure_refresh
 from ragbench.sweep.orchestrator import experiment_name, sweep_settings
@@ -155,10 +155,7 @@ def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Setting
 
 def _runs_still_there(run: str, configs, settings: Settings) -> bool:
     """The parent ``run`` is still an active run of an active experiment with an active child for each of
-    ``configs``, when the tracking store is a SQLite file (read in milliseconds); a server's store is not asked
-    (that costs MLflow's import, ~2 s)."""
-    db = sqlite_store_path(default_tracking_uri(settings))
-    if db is None:
-        return True
-    children = active_mlflow_children(db, run, CONFIG_TAG)
-    return children is not None and {c.config_id for c in configs} <= children
+    ``configs`` (:func:`~ragbench.results.mlflow_runs.standing_children`, milliseconds, no MLflow import); a store
+    that cannot tell (a server not answering or asking for credentials) leaves the stamp to vouch for them."""
+    children = standing_children(default_tracking_uri(settings), run)
+    return children is None or {c.config_id for c in configs} <= children

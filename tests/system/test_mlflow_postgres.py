@@ -99,6 +99,12 @@ metrics: {{cutoffs: [1, 10]}}
     standing = up_to_date(cfg, on_postgres)                  # a rerun would record nothing: summarized there
     assert standing is not None and (standing.sweep_id, standing.mlflow_run_id) == (result.sweep_id, parent)
     assert up_to_date(cfg, settings.replace(mlflow_tracking_uri=None)) is None  # not in the home's own store
+    child = next(r.info.run_id for r in runs if r.data.tags.get("ragbench.kind") == "config")
+    for deleted in (parent, child):          # deleted in the UI: asked over the server's REST API, logged anew
+        client.delete_run(deleted)
+        assert up_to_date(cfg, on_postgres) is None
+        client.restore_run(deleted)
+        assert up_to_date(cfg, on_postgres).sweep_id == result.sweep_id
 
     best = max(result.outcomes, key=lambda o: o.metrics["ndcg@10"])
     other = next(o for o in result.outcomes if o.config_id != best.config_id)
