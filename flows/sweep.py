@@ -229,7 +229,7 @@ def sweep_flow(config_path: str, home: str | None = None, publish: bool = True, 
     try:  # whatever fails, even the checks below, the handler is detached: it would outlive the run otherwise
         cfg, settings = load_config(config_path), Settings.from_env()
         cfg = with_budget(cfg, budget or None)
-        found = None if fresh or again else up_to_date(cfg, settings, home)
+        found = None if fresh or again else up_to_date(cfg, settings, home, report=publish)
         if found is not None:  # a night with nothing new: no second copy of the last sweep
             log.info("sweep %s: %s", cfg.name, found.sentence())
             PUBLISHED[found.sweep_id] = found.published()

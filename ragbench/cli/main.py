@@ -187,7 +187,7 @@ def sweep(
         address = address or settings.dask_address
         preflight(cfg, settings, address if task_runner is TaskRunner.dask else None)
         n = len(cfg.expand())
-        found = None if fresh or again else up_to_date(cfg, settings, settings.home)
+        found = None if fresh or again else up_to_date(cfg, settings, settings.home, report=report)
         dask = task_runner is TaskRunner.dask and found is None
         pool = open_workers(task_runner.value, workers, address) if dask else None
         try:

@@ -40,6 +40,7 @@ from ragbench.sweep.evaluate import (EVALUATION_VERSION, MeasureRefresh, evaluat
                                      refresh_measures)
 from ragbench.sweep.graph import DATASET, StageFns, execute, outcome, sweep_graph
 from ragbench.sweep.ksweep import KSweep
+from ragbench.sweep.publish import stamp_without_report
 from ragbench.sweep.recording import Recorder, warn
 from ragbench.sweep.runner import Finished, LocalRunner, StageFuture, StageRunner, submit
 from ragbench.sweep.screen import plan_and_screen
@@ -131,7 +132,10 @@ def run_sweep(cfg: SweepConfig, settings: Settings | None = None, options: Sweep
     with file_lock(home / "locks" / f"sweep-{spec_hash}-{ds.fingerprint}.lock", f"sweep {cfg.name!r}"):
         sweep = _Sweep(cfg, ds, settings, replace(options, runner=runner), spec_hash, loaded)
         sweep.started = started
-        return sweep.run()
+        result = sweep.run()
+    if not options.publish_after:  # no report will follow: a rerun without one may then be up to date
+        stamp_without_report(result.sweep_id, settings)
+    return result
 
 
 def _write_query_texts(store: ResultStore, ds) -> None:

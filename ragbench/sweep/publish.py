@@ -92,11 +92,31 @@ def stamp_published(store: ResultStore, sweep_id: str, html: Path, mlflow_run_id
     """Leave :data:`STAMP` beside the report ``html`` once the sweep's publication finished: the report's SHA-256,
     the MLflow parent run it was summarized on (None: not summarized) with a hash of the tracking URI, and the
     promotions' state. Only a stamp that still matches lets a rerun be up to date (:mod:`ragbench.sweep.up_to_date`)."""
-    stamp = {"sweep_id": sweep_id, "html": html.name, "html_sha256": file_sha256(html),
-             "mlflow_run_id": mlflow_run_id, "mlflow_url": mlflow_url,
+    _write_stamp(html.parent, store, sweep_id, {"html": html.name, "html_sha256": file_sha256(html)}, mlflow_run_id,
+                 mlflow_url, settings)
+
+
+def stamp_without_report(sweep_id: str, settings: Settings) -> None:
+    """Leave :data:`STAMP` in the report folder of a sweep that finished without its report (``--no-report``):
+    ``html`` null, the MLflow parent run it logged to; a rerun without a report can then be up to date, one that
+    wants the report records again. Never raises: without a stamp the rerun records again, nothing worse."""
+    home = Path(settings.home)
+    try:
+        store = ResultStore(home / "results.duckdb", 0.0)  # a busy file: no stamp, no wait
+        run = (store.sweep(sweep_id) or {}).get("mlflow_run_id")
+        folder = home_path(home, "reports", sweep_id, what="the report folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_stamp(folder, store, sweep_id, {"html": None, "html_sha256": None}, run, None, settings)
+    except Exception as e:
+        log.info("sweep %s left without a stamp (its rerun records again): %s", sweep_id, _first_line(e))
+
+
+def _write_stamp(folder: Path, store: ResultStore, sweep_id: str, report: dict, mlflow_run_id: str | None,
+                 mlflow_url: str | None, settings: Settings) -> None:
+    stamp = {"sweep_id": sweep_id, **report, "mlflow_run_id": mlflow_run_id, "mlflow_url": mlflow_url,
              "tracking_uri": stable_hash(default_tracking_uri(settings)) if mlflow_run_id else None,
              "production": store.promotions_state()}
-    write_text_atomically(html.parent / STAMP, json.dumps(stamp, indent=1))
+    write_text_atomically(folder / STAMP, json.dumps(stamp, indent=1))
 
 
 def read_stamp(folder: Path) -> dict | None:

@@ -17,9 +17,9 @@ Up to date means all of these hold for the newest sweep named as this one (nothi
   evaluation version), and no stored measure is of an older version;
 * nothing waits in the spool, and with MLflow on every config has its MLflow run;
 * its publication finished (:func:`~ragbench.sweep.publish.stamp_published`: the report file as ragbench last
-  wrote it, checked by SHA-256; with MLflow on, the summary on the same parent run in the same tracking store and
-  experiment, that run and its child per config still there, not deleted) and the
-  promotions are as they were then (the report's "against production" would read otherwise).
+  wrote it, checked by SHA-256, or, for a rerun without a report, a sweep that ran without one too; with MLflow on,
+  on the same parent run in the same tracking store and experiment, that run and its child per config still there,
+  not deleted) and the promotions are as they were then (the report's "against production" would read otherwise).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class UpToDate:
 
     sweep_id: str
     finished_at: datetime | None
-    html: Path
+    html: Path | None  # None: the sweep ran without its report
     mlflow_run_id: str | None
     mlflow_url: str | None
     result: SweepResult
@@ -67,14 +67,16 @@ class UpToDate:
         """One line for the terminal and the log."""
         when = f" (finished {self.finished_at.astimezone(timezone.utc):%Y-%m-%d %H:%M} UTC)" if self.finished_at \
             else ""
+        stand = "results, report and MLflow run" if self.html is not None else "results and MLflow run (no report)"
         return (f"up to date: nothing changed since sweep {self.sweep_id}{when}: the same spec, data, labels, "
-                f"models, evaluation and promotions; its results, report and MLflow run stand (--again records "
-                f"a new sweep)")
+                f"models, evaluation and promotions; its {stand} stand (--again records a new sweep)")
 
 
-def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None) -> UpToDate | None:
+def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | str | None = None, *,
+               report: bool = True) -> UpToDate | None:
     """The newest sweep named ``cfg.name`` when it holds everything a run of ``cfg`` with ``settings`` would record
-    now (see the module), else None. ``settings`` and ``home`` (the CLI's ``--home``) are resolved as
+    now (see the module), else None; a run without its ``report`` (``--no-report``) is also answered by a sweep
+    that ran without one. ``settings`` and ``home`` (the CLI's ``--home``) are resolved as
     :func:`~ragbench.sweep.run_sweep` resolves them (:func:`~ragbench.sweep.sweep_settings`). Loads the dataset
     (from its cache) to fingerprint it; a busy or unreadable results file means not up to date (the sweep then
     decides)."""
@@ -84,12 +86,12 @@ def up_to_date(cfg: SweepConfig, settings: Settings | None = None, home: Path | 
             or Spool(home).count():
         return None
     try:
-        return _holds_everything(cfg, settings, ResultStore(home / "results.duckdb", 0.0))
+        return _holds_everything(cfg, settings, ResultStore(home / "results.duckdb", 0.0), report)
     except StoreBusyError:
         return None
 
 
-def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) -> UpToDate | None:
+def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore, report: bool) -> UpToDate | None:
     home = Path(settings.home)
     with store.reading():  # one connection for the reads (each opening of the file costs ~8 ms)
         sweep_id = store.latest_sweep_id(cfg.name)
@@ -106,7 +108,7 @@ def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore) 
     with store.reading():
         if not _all_held(store, sweep_id, keys, {c.config_id: c for c in configs}, evaluation, cfg.output.mlflow):
             return None
-        stamp = _matching_stamp(home, row, store, settings, cfg)
+        stamp = _matching_stamp(home, row, store, settings, cfg, report)
         stored = store.stored_config_metrics(sweep_id) if stamp else {}
     if stamp is None:
         return None
@@ -130,16 +132,19 @@ def _all_held(store: ResultStore, sweep_id: str, keys: dict[str, str], configs: 
     return not (mlflow and not store.pending_mlflow_configs(sweep_id).is_empty())
 
 
-def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Settings,
-                    cfg: SweepConfig) -> tuple[Path, str | None, str | None] | None:
+def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Settings, cfg: SweepConfig,
+                    report: bool) -> tuple[Path | None, str | None, str | None] | None:
     """``(report, MLflow run, its URL)`` from the sweep's publication stamp when it still matches: the report file
-    unchanged, the promotions as they were, and with MLflow on the summary on the sweep's parent run, in the same
+    unchanged (or, for a rerun without ``report``, none written), the promotions as they were, and with MLflow on the summary on the sweep's parent run, in the same
     tracking store and experiment; else None."""
     folder = home_path(home, "reports", row["sweep_id"], what="the report folder")
     stamp = read_stamp(folder)
     try:
-        html = folder / Path(stamp["html"]).name
-        same_report = stamp["sweep_id"] == row["sweep_id"] and file_sha256(html) == stamp["html_sha256"]
+        if stamp["html"] is None:  # the sweep ran without its report (--no-report): stands for a rerun without
+            html, same_report = None, stamp["sweep_id"] == row["sweep_id"] and not report
+        else:
+            html = folder / Path(stamp["html"]).name
+            same_report = stamp["sweep_id"] == row["sweep_id"] and file_sha256(html) == stamp["html_sha256"]
     except (OSError, KeyError, TypeError):  # no stamp, or one missing a field
         return None
     if not same_report or stamp.get("production") != store.promotions_state():

@@ -2,7 +2,8 @@
 records nothing (no sweep in DuckDB, no MLflow run, no report drawn again), and anything a run would record
 differently makes it record again: `--again`, a promotion, an edited report, other labels, another MLflow store,
 another sweep under the same name in between, another MLflow experiment, a new measure or evaluation version, a
-deleted MLflow run, a result waiting in the spool, a config MLflow missed."""
+deleted MLflow run, a result waiting in the spool, a config MLflow missed; a sweep run without its report stands for
+a rerun without one."""
 
 from __future__ import annotations
 
@@ -156,3 +157,27 @@ def test_a_deleted_mlflow_run_a_waiting_spool_or_an_unlogged_config_make_it_reco
                             row["dataset_fingerprint"], "written while the results file was held")
     assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 5  # merged first, then recorded
     assert Spool(home).count() == 0 and "up to date" in _sweep(cfg, home)
+
+
+def test_a_sweep_run_without_its_report_stands_for_a_rerun_without_one(tmp_path):
+    """`--no-report` leaves a stamp saying so: its rerun without a report is up to date, one that wants the report
+    records a sweep that has it."""
+    data = tmp_path / "demo"
+    shutil.copytree(ROOT / "datasets" / "demo", data)
+    cfg = write_config(tmp_path / "sweep.yaml", SWEEP.format(path=data))
+    home = tmp_path / "home"
+    assert "up to date" not in _sweep(cfg, home, "--no-report") and len(_sweeps(home)) == 1
+    first, runs = _sweeps(home)[0], _mlflow_runs(home)
+    assert not (home / "reports" / first / "report.html").exists()
+    out = _sweep(cfg, home, "--no-report")
+    assert f"nothing changed since sweep {first}" in out and "results and MLflow run (no report) stand" in out
+    assert _sweeps(home) == [first] and _mlflow_runs(home) == runs
+    from flows.sweep import PUBLISHED, sweep_flow
+
+    assert sweep_flow.fn(str(cfg), home=str(home), publish=False).up_to_date          # a deployment without one
+    assert PUBLISHED.pop(first).html is None and _sweeps(home) == [first]
+    assert "up to date" not in _sweep(cfg, home) and len(_sweeps(home)) == 2          # the report is wanted now
+    newest = _sweeps(home)[0]
+    assert (home / "reports" / newest / "report.html").is_file()
+    assert f"nothing changed since sweep {newest}" in _sweep(cfg, home, "--no-report")  # a report is no harm
+    assert f"nothing changed since sweep {newest}" in _sweep(cfg, home)
