@@ -3,10 +3,10 @@
 Rerunning an unchanged sweep used to record a second copy of the last one: a new sweep in DuckDB whose every
 config is copied, a new MLflow parent run with a child per config, the report drawn again. That cost 4.5-5 s of
 imports and MLflow with the local runner (the demo's 17.6 s under Prefect, the default) for a copy nobody asked for,
-and it filled the MLflow experiment with duplicates of last night. As ``make`` or ``dvc repro``, the command now first asks whether the
-newest sweep of this name already holds everything a run would record (:func:`up_to_date`), and when it does,
-prints that sweep's leaderboard and where its report and MLflow run are. ``--again`` (or ``--fresh``) records a new
-sweep anyway; :func:`~ragbench.sweep.run_sweep` itself always records.
+and it filled the MLflow experiment with duplicates of last night. As ``make`` or ``dvc repro``, the command now
+first asks whether the newest sweep of this name already holds everything a run would record (:func:`up_to_date`),
+and when it does, prints that sweep's leaderboard and where its report and MLflow run are. ``--again`` (or
+``--fresh``) records a new sweep anyway; :func:`~ragbench.sweep.run_sweep` itself always records.
 
 Up to date means all of these hold for the newest sweep named as this one (nothing else ran under the name since):
 
@@ -34,10 +34,10 @@ from ragbench.core.hashing import file_sha256, stable_hash
 from ragbench.core.models import configure_model_store, configure_revision_memo
 from ragbench.core.paths import home_path
 from ragbench.core.settings import Settings
+from ragbench.results.mlflow_runs import standing_children
 from ragbench.results.outcomes import ConfigOutcome, SweepResult
 from ragbench.results.spool import Spool
 from ragbench.results.store import ResultStore
-from ragbench.results.mlflow_runs import standing_children
 from ragbench.results.tracking import default_tracking_uri
 from ragbench.data import load_dataset
 from ragbench.sweep.evaluate import evaluation_key, plan_measure_refresh
@@ -135,8 +135,8 @@ def _all_held(store: ResultStore, sweep_id: str, keys: dict[str, str], configs: 
 def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Settings, cfg: SweepConfig,
                     report: bool) -> tuple[Path | None, str | None, str | None] | None:
     """``(report, MLflow run, its URL)`` from the sweep's publication stamp when it still matches: the report file
-    unchanged (or, for a rerun without ``report``, none written), the promotions as they were, and with MLflow on the summary on the sweep's parent run, in the same
-    tracking store and experiment; else None."""
+    unchanged (or, for a rerun without ``report``, none written), the promotions as they were, and with MLflow on
+    the sweep's parent run, in the same tracking store and experiment, standing with its children; else None."""
     folder = home_path(home, "reports", row["sweep_id"], what="the report folder")
     stamp = read_stamp(folder)
     try:
