@@ -31,6 +31,9 @@ def register(app: typer.Typer) -> None:
                                                            "sweep --budget` takes it (8h, 90m, 120s; else the sweep "
                                                            "file's budget:): whether it fits, and if not which "
                                                            "configs would finish and which be over_budget")] = None,
+        report: Annotated[bool, typer.Option(help="say whether the sweep is up to date as `ragbench sweep` would "
+                                                  "with this flag (--no-report: a sweep run without its report "
+                                                  "stands too)")] = True,
     ) -> None:
         """Per stage, what a sweep would compute now: chunks per chunker (cached or to cut), texts to embed per
         model (cached and new, looked up in the vector cache), collections to index, configs to evaluate or reuse,
@@ -67,7 +70,7 @@ def register(app: typer.Typer) -> None:
             pool = screen_pool(cfg, ds, ScreenEncoder.standalone(settings)) if screens(cfg, decided.todo) else None
             f = forecast(cfg, ds, root / "cache", decided, root, pool, recalibrate)
             fit = budget_fit(f, decided.todo, parse_budget(cfg.budget)) if cfg.budget else None
-            found = up_to_date(cfg, settings, root)  # then `ragbench sweep` records nothing
+            found = up_to_date(cfg, settings, root, report=report)  # then `ragbench sweep` records nothing
         except RagbenchError as e:
             fail(e)
         if json_out:

@@ -172,6 +172,9 @@ def test_a_sweep_run_without_its_report_stands_for_a_rerun_without_one(tmp_path)
     out = _sweep(cfg, home, "--no-report")
     assert f"nothing changed since sweep {first}" in out and "results and MLflow run (no report) stand" in out
     assert _sweeps(home) == [first] and _mlflow_runs(home) == runs
+    for flag, standing in (("--no-report", first), ("--report", None)):               # the plan says as much
+        plan = CliRunner().invoke(app, ["plan", str(cfg), "--home", str(home), "--json", flag])
+        assert json.loads(plan.stdout)["up_to_date"] == standing
     from flows.sweep import PUBLISHED, sweep_flow
 
     assert sweep_flow.fn(str(cfg), home=str(home), publish=False).up_to_date          # a deployment without one
