@@ -103,10 +103,11 @@ def stamp_without_report(sweep_id: str, settings: Settings) -> None:
     home = Path(settings.home)
     try:
         store = ResultStore(home / "results.duckdb", 0.0)  # a busy file: no stamp, no wait
-        run = (store.sweep(sweep_id) or {}).get("mlflow_run_id")
         folder = home_path(home, "reports", sweep_id, what="the report folder")
         folder.mkdir(parents=True, exist_ok=True)
-        _write_stamp(folder, store, sweep_id, {"html": None, "html_sha256": None}, run, None, settings)
+        with store.reading():  # the sweep's row and the promotions on one connection
+            run = (store.sweep(sweep_id) or {}).get("mlflow_run_id")
+            _write_stamp(folder, store, sweep_id, {"html": None, "html_sha256": None}, run, None, settings)
     except Exception as e:
         log.info("sweep %s left without a stamp (its rerun records again): %s", sweep_id, _first_line(e))
 

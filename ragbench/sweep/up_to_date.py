@@ -108,7 +108,7 @@ def _holds_everything(cfg: SweepConfig, settings: Settings, store: ResultStore, 
     with store.reading():
         if not _all_held(store, sweep_id, keys, {c.config_id: c for c in configs}, evaluation, cfg.output.mlflow):
             return None
-        stamp = _matching_stamp(home, row, store, settings, cfg, report)
+        stamp = _matching_stamp(home, row, store, settings, cfg, report, set(keys))
         stored = store.stored_config_metrics(sweep_id) if stamp else {}
     if stamp is None:
         return None
@@ -133,10 +133,11 @@ def _all_held(store: ResultStore, sweep_id: str, keys: dict[str, str], configs: 
 
 
 def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Settings, cfg: SweepConfig,
-                    report: bool) -> tuple[Path | None, str | None, str | None] | None:
+                    report: bool, config_ids: set[str]) -> tuple[Path | None, str | None, str | None] | None:
     """``(report, MLflow run, its URL)`` from the sweep's publication stamp when it still matches: the report file
     unchanged (or, for a rerun without ``report``, none written), the promotions as they were, and with MLflow on
-    the sweep's parent run, in the same tracking store and experiment, standing with its children; else None."""
+    the sweep's parent run, in the same tracking store and experiment, standing with a child for each of
+    ``config_ids``; else None."""
     folder = home_path(home, "reports", row["sweep_id"], what="the report folder")
     stamp = read_stamp(folder)
     try:
@@ -149,18 +150,17 @@ def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Setting
         return None
     if not same_report or stamp.get("production") != store.promotions_state():
         return None
-    run = stamp.get("mlflow_run_id")
+    run, uri = stamp.get("mlflow_run_id"), default_tracking_uri(settings)
     if cfg.output.mlflow and (run is None or run != row.get("mlflow_run_id") or row.get("experiment")
-                              != experiment_name(cfg)
-                              or stamp.get("tracking_uri") != stable_hash(default_tracking_uri(settings))
-                              or not _runs_still_there(run, cfg.expand(), settings)):
+                              != experiment_name(cfg) or stamp.get("tracking_uri") != stable_hash(uri)
+                              or not _runs_still_there(uri, run, config_ids)):
         return None
     return html, run, stamp.get("mlflow_url")
 
 
-def _runs_still_there(run: str, configs, settings: Settings) -> bool:
+def _runs_still_there(tracking_uri: str, run: str, config_ids: set[str]) -> bool:
     """The parent ``run`` is still an active run of an active experiment with an active child for each of
-    ``configs`` (:func:`~ragbench.results.mlflow_runs.standing_children`, milliseconds, no MLflow import); a store
-    that cannot tell (a server not answering or asking for credentials) leaves the stamp to vouch for them."""
-    children = standing_children(default_tracking_uri(settings), run)
-    return children is None or {c.config_id for c in configs} <= children
+    ``config_ids`` (:func:`~ragbench.results.mlflow_runs.standing_children`, milliseconds, no MLflow import); a
+    store that cannot tell (a server not answering or asking for credentials) leaves the stamp to vouch for them."""
+    children = standing_children(tracking_uri, run)
+    return children is None or config_ids <= children
