@@ -40,6 +40,15 @@ def damage_of(e: BaseException) -> str | None:
     return None
 
 
+def _sqlite_reader(path: Path):
+    """A connection that only reads the SQLite file ``path``, opened read-write all the same (never creating it): a
+    writer killed mid-transaction leaves a hot journal that the next connection must roll back, and a read-only one
+    cannot (``attempt to write a readonly database``: no damage, and MLflow opens the file fine)."""
+    import sqlite3
+
+    return sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
+
+
 def sqlite_damage(path: Path, thorough: bool = False) -> str | None:
     """Why the SQLite file ``path`` (the MLflow store) cannot be read (``file is not a database``, ``database disk
     image is malformed``), or None when it reads (or does not exist yet). ``thorough`` runs ``PRAGMA quick_check`` over
@@ -50,7 +59,7 @@ def sqlite_damage(path: Path, thorough: bool = False) -> str | None:
     if not path.is_file():
         return None
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        con = _sqlite_reader(path)
         try:
             con.execute("SELECT count(*) FROM sqlite_master").fetchall()
             if thorough:
@@ -74,7 +83,7 @@ def active_mlflow_children(path: Path, parent_run: str, config_tag: str) -> set[
     from contextlib import closing
 
     try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as con:
+        with closing(_sqlite_reader(path)) as con:
             rows = con.execute(
                 "SELECT c.value FROM runs parent JOIN experiments e USING (experiment_id) "
                 "JOIN tags p ON p.key = 'mlflow.parentRunId' AND p.value = parent.run_uuid "

@@ -1,12 +1,15 @@
 """Damaged stores: a ``results.duckdb`` or ``mlflow.db`` whose header is overwritten makes every command that reads
 it print one line naming the file and ``ragbench doctor --repair`` (never a traceback); ``doctor --repair`` sets
 the file aside (renamed, its bytes kept), starts a new one refilled from what survives, says what it could not
-recover, and the commands work again with the same results."""
+recover, and the commands work again with the same results. The journal a writer killed mid-transaction leaves
+is no damage."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 from conftest import DEMO, write_config
@@ -23,6 +26,19 @@ chunkers: [{{kind: whole}}, {{kind: fixed, size: 64, overlap: 0}}]
 retrievers: [{{kind: bm25}}]
 """
 BROKEN = b"\xde\xad\xbe\xef" * 64  # over the first 256 bytes: the magic and header of either file
+#: a writer of the SQLite file argv[1] killed mid-transaction, its changed pages already in the file: it leaves a hot
+#: journal, as a sweep killed while MLflow logs a run does
+KILLED_MID_TRANSACTION = """
+import os, signal, sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+con.execute("PRAGMA cache_size = 1")
+con.execute("BEGIN")
+con.execute("UPDATE tags SET value = 'never committed'")
+con.execute("CREATE TABLE never_committed (x BLOB)")
+for _ in range(200):
+    con.execute("INSERT INTO never_committed VALUES (randomblob(10000))")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
 
 
 def _cli(*args: str):
@@ -124,3 +140,32 @@ def test_damaged_mlflow_store_one_line_each_then_repaired(base, tmp_path, ragben
     res = _cli("report", "latest", "--format", "json", *h)
     assert res.exit_code == 0, res.output
     _same_values(_rows(res), before)
+
+
+def test_an_mlflow_store_left_mid_transaction_by_a_killed_writer_is_not_damaged(base, tmp_path, ragbench_log):
+    """The journal a killed writer leaves is rolled back by the next connection, as SQLite means it to be: the sweep
+    logs to MLflow (no warning, no fallback to DuckDB only), the interrupted change is gone, and the doctor is
+    content."""
+    from mlflow.tracking import MlflowClient
+
+    home, cfg, before = base
+    home = shutil.copytree(home, tmp_path / "home")
+    store, h = home / "mlflow.db", ("--home", str(home))
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_TRANSACTION, str(store)])
+    assert killed.returncode == -9 and (home / "mlflow.db-journal").stat().st_size > 0
+
+    ragbench_log.clear()
+    res = _cli("sweep", str(cfg), "--orchestrator", "local", "--no-report", "--fresh", "--json", *h)
+    assert res.exit_code == 0, res.output
+    assert not [m for m in ragbench_log if "mlflow" in m.lower() and "unavailable" in m], ragbench_log
+    assert not [m for m in ragbench_log if "doctor --repair" in m], ragbench_log
+    (sweep_id,) = {r["sweep_id"] for r in _rows(res)}
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    exp = client.get_experiment_by_name("ragbench/two")
+    children = client.search_runs([exp.experiment_id], filter_string=f"tags.`ragbench.sweep_id` = '{sweep_id}'"
+                                                                      " and tags.`ragbench.kind` = 'config'")
+    assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(r["config_id"] for r in before)
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 2 * (len(before) + 1)  # the earlier sweep's runs are all there, untouched
+    assert "never committed" not in {v for r in runs for v in r.data.tags.values()}
+    assert _cli("doctor", *h).exit_code == 0

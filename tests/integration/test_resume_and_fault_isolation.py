@@ -115,7 +115,7 @@ def test_sigkill_mid_embedding_and_mid_evaluation_then_resume(tmp_path):
     runs = client.search_runs([exp.experiment_id])
     children = [r for r in runs if r.data.tags.get("ragbench.kind") == "config"]
     assert len([r for r in runs if r.data.tags.get("ragbench.kind") == "sweep"]) == 1
-    assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(resumed)
+    assert sorted(r.data.tags["ragbench.config_id"] for r in children) == sorted(resumed), err[-3000:]
 
     # an uninterrupted run (a new sweep from the same cache, evaluated anew) gives the same results, computing no
     # vector
