@@ -246,14 +246,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def mlflow_server(backend_store_uri: str, artifacts: Path, timeout: float = 240):
+def mlflow_server(backend_store_uri: str, artifacts: Path, timeout: float = 240, app: list[str] = (),
+                  env: dict[str, str] | None = None):
     """A real ``mlflow server`` on a free localhost port, lean (one worker, no job runner), yielding its URL once
-    /health answers; stopped with SIGINT (it ignores SIGTERM for long), killed if it lingers."""
+    /health answers; stopped with SIGINT (it ignores SIGTERM for long), killed if it lingers. ``app``: more
+    arguments (``["--app-name", "basic-auth"]``); ``env``: more environment variables."""
     port = free_port()
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri, "--artifacts-destination",
-         str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], env=env,
+         str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1", *app], env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout

@@ -148,6 +148,18 @@ class Settings:
         """The value of the environment variable ``name`` (an API key a config refers to by name), never logged."""
         return self.environ.get(name) if name else None
 
+    def mlflow_auth_header(self) -> dict[str, str]:
+        """The ``Authorization`` header MLflow's own client sends a tracking server, from the variables it reads:
+        ``Basic`` of ``MLFLOW_TRACKING_USERNAME:MLFLOW_TRACKING_PASSWORD`` when both are set, else ``Bearer
+        MLFLOW_TRACKING_TOKEN``; empty when none is set. For requests ragbench makes without MLflow's client."""
+        import base64
+
+        user, password = self.environ.get("MLFLOW_TRACKING_USERNAME"), self.environ.get("MLFLOW_TRACKING_PASSWORD")
+        if user and password:
+            return {"Authorization": "Basic " + base64.standard_b64encode(f"{user}:{password}".encode()).decode()}
+        token = self.environ.get("MLFLOW_TRACKING_TOKEN")
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
     def apply(self) -> "Settings":
         """Apply the process-wide parts: Hugging Face offline mode (unless the user set it), tokenizer threads,
         third-party progress bars and log levels off the terminal, MLflow's telemetry off (unless the user set it),

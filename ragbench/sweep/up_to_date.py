@@ -153,14 +153,15 @@ def _matching_stamp(home: Path, row: dict, store: ResultStore, settings: Setting
     run, uri = stamp.get("mlflow_run_id"), default_tracking_uri(settings)
     if cfg.output.mlflow and (run is None or run != row.get("mlflow_run_id") or row.get("experiment")
                               != experiment_name(cfg) or stamp.get("tracking_uri") != stable_hash(uri)
-                              or not _runs_still_there(uri, run, config_ids)):
+                              or not _runs_still_there(uri, run, config_ids, settings.mlflow_auth_header())):
         return None
     return html, run, stamp.get("mlflow_url")
 
 
-def _runs_still_there(tracking_uri: str, run: str, config_ids: set[str]) -> bool:
+def _runs_still_there(tracking_uri: str, run: str, config_ids: set[str], auth: dict[str, str]) -> bool:
     """The parent ``run`` is still an active run of an active experiment with an active child for each of
-    ``config_ids`` (:func:`~ragbench.results.mlflow_runs.standing_children`, milliseconds, no MLflow import); a
-    store that cannot tell (a server not answering or asking for credentials) leaves the stamp to vouch for them."""
-    children = standing_children(tracking_uri, run)
+    ``config_ids`` (:func:`~ragbench.results.mlflow_runs.standing_children`, milliseconds, no MLflow import, asked
+    with the credentials ``auth``); a store that cannot tell (a server not answering, or refusing the credentials)
+    leaves the stamp to vouch for them."""
+    children = standing_children(tracking_uri, run, auth)
     return children is None or config_ids <= children
