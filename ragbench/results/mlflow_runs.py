@@ -11,10 +11,10 @@ credentials MLflow's client would send (:meth:`~ragbench.core.settings.Settings.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 
 from ragbench.results.store_connection import active_mlflow_children
 from ragbench.results.tracking import CONFIG_TAG, sqlite_store_path
