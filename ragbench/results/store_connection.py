@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import copy
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Self
 
@@ -44,8 +45,6 @@ def _sqlite_reader(path: Path):
     """A connection that only reads the SQLite file ``path``, opened read-write all the same (never creating it): a
     writer killed mid-transaction leaves a hot journal that the next connection must roll back, and a read-only one
     cannot (``attempt to write a readonly database``: no damage, and MLflow opens the file fine)."""
-    import sqlite3
-
     return sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
 
 
@@ -54,20 +53,15 @@ def sqlite_damage(path: Path, thorough: bool = False) -> str | None:
     image is malformed``), or None when it reads (or does not exist yet). ``thorough`` runs ``PRAGMA quick_check`` over
     every page (``ragbench doctor``); otherwise only the header and the schema are read (milliseconds). Here
     because every statement of the package lives in the store's modules."""
-    import sqlite3
-
     if not path.is_file():
         return None
     try:
-        con = _sqlite_reader(path)
-        try:
+        with closing(_sqlite_reader(path)) as con:
             con.execute("SELECT count(*) FROM sqlite_master").fetchall()
             if thorough:
                 verdict = con.execute("PRAGMA quick_check").fetchall()
                 if verdict and verdict[0][0] != "ok":
                     return f"quick_check: {verdict[0][0]}"[:200]
-        finally:
-            con.close()
     except sqlite3.OperationalError as e:  # locked or busy: not damage
         return None if "locked" in str(e) or "busy" in str(e) else str(e).splitlines()[0][:200]
     except sqlite3.DatabaseError as e:
@@ -79,9 +73,6 @@ def active_mlflow_children(path: Path, parent_run: str, config_tag: str) -> set[
     """The ``config_tag`` values of the active child runs of ``parent_run`` in the SQLite MLflow store ``path``,
     when the parent is an active run of an active experiment (nothing deleted in MLflow's UI or API, nor purged by
     ``mlflow gc``); the empty set when it is not; None when the store cannot be read."""
-    import sqlite3
-    from contextlib import closing
-
     try:
         with closing(_sqlite_reader(path)) as con:
             rows = con.execute(
@@ -100,9 +91,6 @@ def restamp_mlflow_default_experiment(path: Path, artifact_location: str, now_ms
     """Set MLflow's Default experiment (id 0) in the SQLite store ``path`` to ``artifact_location``, created at
     ``now_ms``: a store copied from a template (:mod:`ragbench.results.mlflow_seed`) then reads as MLflow would have
     made it in this process. Raises ``sqlite3.Error`` when ``path`` is no MLflow store."""
-    import sqlite3
-    from contextlib import closing
-
     with closing(sqlite3.connect(path)) as con, con:
         con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
                     "WHERE experiment_id = 0", (artifact_location, now_ms, now_ms))
