@@ -32,6 +32,7 @@ from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import Rates, WorkCounts, encode_seconds, estimate, stage_seconds
 from ragbench.sweep.graph import StageFns
 from ragbench.sweep.runner import NotRun
+from ragbench.sweep.wrap_up import WrapUp
 
 
 class OverBudget(NotRun):
@@ -83,7 +84,7 @@ class StageClock:
         self._eval: dict[str, list[float]] = {}  # measured seconds per config, by cost kind
         self._lock = threading.RLock()  # the progress thread reads what the stages' threads update
         self.refused = 0
-        self.wrap_up_s = 0.0  # seconds kept for what follows the last stage (closing, the report): plan_clock
+        self.wrap_up, self.started_configs = WrapUp(), 0  # kept for the wrap-up (plan_clock), priced by configs started
 
     def keep(self, configs: list[RunConfig]) -> None:
         """Only ``configs`` are left to run (the screen took the others out): the ETA forgets the rest's work."""
@@ -95,15 +96,19 @@ class StageClock:
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
-    def _check(self, what: str, seconds: float) -> None:
+    def _check(self, what: str, seconds: float, pair: tuple[str, str] | None) -> None:
+        """Raise :class:`OverBudget` (logged) when the seconds spent, ``seconds`` and the wrap-up of the configs
+        started, one kept per pair embedded (:meth:`reserved`) and one of ``pair`` (unless kept) pass the budget."""
         if self.budget_s is None:
             return
-        spent = self.elapsed()
-        if spent + seconds + self.wrap_up_s > self.budget_s:
+        with self._lock:
+            configs = self.started_configs + len(self.owed) + (pair not in self.owed)
+        spent, kept = self.elapsed(), self.wrap_up.seconds(configs)
+        if spent + seconds + kept > self.budget_s:
             with self._lock:
                 self.refused += 1
             log.warning("budget: %s not started: %.0f s spent + ~%.0f s would pass the budget of %.0f s%s", what,
-                        spent, seconds, self.budget_s, kept_words(self))
+                        spent, seconds, self.budget_s, kept_words(kept))
             raise OverBudget(what)
 
     def reserved(self, pair: tuple[str, str] | None = None) -> float:
@@ -153,10 +158,9 @@ class StageClock:
             return stage_seconds("evaluate", self.queries, 0, None, self.rates)
 
     def eta_seconds(self) -> float | None:
-        """The sweep's ETA (its progress line and bar): :meth:`left_seconds`, or None (``ETA ?``) while an
-        embedding still to run has a model with no rate yet (not calibrated, not yet measured in this sweep: its
-        encoding would read as free) or when there is no plan to price (it could not be estimated). The configs'
-        mean rate would say less: BM25 runs first and in seconds, the configs that wait for an embedding after."""
+        """The sweep's ETA (its progress line and bar): :meth:`left_seconds`, or None (``ETA ?``) while an embedding
+        still to run has a model with no rate yet (not calibrated, not measured in this sweep: its encoding would read
+        as free) or with no plan to price. The configs' mean rate would say less: BM25 runs first and in seconds."""
         with self._lock:
             unpriced = any(tokens and model not in self.rates.seconds_per_token
                            for (_, model), tokens in self.pending.items())
@@ -176,7 +180,7 @@ class StageClock:
             useful = stage_seconds("index", chunks.height, 0, None, self.rates) + self.config_seconds(None)
             seconds = stage_seconds("embed", 0, tokens, emb.label, self.rates)
             self._check(f"embedding {pair[0]} x {pair[1]}",
-                        seconds + useful + self.reserved(pair) + self.encoding_ahead(pair))
+                        seconds + useful + self.reserved(pair) + self.encoding_ahead(pair), pair)
             with self._lock:
                 self.running[pair] = (time.perf_counter(), seconds)
                 self.owed[pair] = useful
@@ -206,7 +210,7 @@ class StageClock:
         def run(chunker_index, emb, index_spec, chunks, sparse):
             pair = (self.labels[chunker_index], emb.label)
             self._check(f"index {pair[0]} x {pair[1]}",
-                        stage_seconds("index", chunks.height, 0, None, self.rates) + self.reserved(pair))
+                        stage_seconds("index", chunks.height, 0, None, self.rates) + self.reserved(pair), pair)
             with self._lock:  # its collection is being built: what stays kept is its first config
                 if pair in self.owed:
                     self.owed[pair] = min(self.owed[pair], self.config_seconds(None))
@@ -218,7 +222,9 @@ class StageClock:
             kind = cost_kind(run_config)
             pair = None if run_config.embedder is None else (run_config.chunker.label, run_config.embedder.label)
             try:
-                self._check(f"config {run_config.labels.text}", self.config_seconds(kind) + self.reserved(pair))
+                self._check(f"config {run_config.labels.text}", self.config_seconds(kind) + self.reserved(pair), pair)
+                with self._lock:
+                    self.started_configs += 1
             finally:
                 with self._lock:  # a config of its pair started (or never will): its pair keeps nothing more
                     self.owed.pop(pair, None)
@@ -283,9 +289,8 @@ def cost_kind(run_config: RunConfig) -> str:
     return r.kind + (" + rerank" if r.rerank else "") + (" + rewrite" if r.rewrite else "")
 
 
-def kept_words(clock: StageClock) -> str:
-    """``, ~N s of it kept for the wrap-up (closing, report)`` when ``clock`` keeps seconds for it, else nothing."""
-    kept = clock.wrap_up_s
+def kept_words(kept: float) -> str:
+    """``, ~N s of it kept for the wrap-up (closing, report)`` when ``kept`` seconds are, else nothing."""
     return f", ~{kept:.0f} s of it kept for the wrap-up (closing, report)" if kept >= 0.5 else ""
 
 
@@ -301,20 +306,21 @@ def screen_fits(clock: StageClock, todo: list[RunConfig]) -> bool:
                for (_, model), tokens in clock.screen_tokens.items())
     n_cheap = sum(c.embedder is None for c in todo)
     spent = clock.elapsed()
-    if spent + pool + n_cheap * clock.config_seconds(None) + clock.wrap_up_s <= clock.budget_s:
+    kept = clock.wrap_up.seconds(n_cheap)
+    if spent + pool + n_cheap * clock.config_seconds(None) + kept <= clock.budget_s:
         return True
     log.warning("screen: skipped: its pooled embeddings (~%s) and the %d configs without an embedder would pass "
                 "the budget of %s (%s spent)%s; the budget orders the full grid instead, cheapest pair first",
                 rough_duration(pool), n_cheap, rough_duration(clock.budget_s), rough_duration(spent),
-                kept_words(clock))
+                kept_words(kept))
     return False
 
 
 def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: float | None = None,
-               pool=None, wrap_up: float = 0.0) -> tuple[StageClock, list[RunConfig]]:
+               pool=None, wrap_up: WrapUp = WrapUp()) -> tuple[StageClock, list[RunConfig]]:
     """The plan's table in the log (:mod:`ragbench.sweep.forecast`), the clock that times the expensive stages
     against the budget (``budget_s``, else the sweep file's ``budget:``, else none) from ``started``, keeping
-    ``wrap_up`` seconds of it for what follows the last stage (:mod:`ragbench.sweep.wrap_up`), and the configs
+    ``wrap_up`` of it for what follows the last stage (:mod:`ragbench.sweep.wrap_up`), and the configs
     to run: in the order :func:`~ragbench.sweep.budget_fit.budget_order` gives when there is a budget (the table
     then says what fits: :func:`~ragbench.sweep.budget_fit.budget_fit`), else in config order. Without a budget a
     model is not calibrated for the table (its stored calibration is used, else its encoding is priced once the
@@ -327,16 +333,18 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     if not plan.todo:
         return StageClock(budget_s, WorkCounts(), Rates(), labels, started), []
     # calibrating costs a model load and a sample: only a budget with time left needs it before the first embedding
-    spent = 0.0 if started is None else time.perf_counter() - started
-    calibrate = budget_s is not None and spent + wrap_up < budget_s
+    spent = _since(started)
+    calibrate = budget_s is not None and spent + wrap_up.seconds(1) < budget_s  # room for one config at least
     if budget_s is not None and not calibrate:
         log.warning("budget: %.0f s of %.0f s spent before the plan (~%.0f s kept for the wrap-up): no model "
-                    "calibrated, no stage will start", spent, budget_s, wrap_up)
+                    "calibrated, no stage will start", spent, budget_s, wrap_up.seconds(1))
     try:
         counts, cals, _ = count_work(cfg, ds, home / "cache", plan, home, calibrate_models=calibrate, pool=pool)
         rates = rates_of(cals, home)
         forecast = Forecast(counts, estimate(counts, rates), cals, memory_limit_bytes(), wrap_up)
-        fit = [] if budget_s is None else budget_fit(forecast, plan.todo, budget_s, spent).lines()
+        # from here: the chunks are cut and the models calibrated now are loaded, in the seconds spent
+        fit = [] if budget_s is None else budget_fit(forecast, plan.todo, budget_s, _since(started), chunked=True,
+                                                     loaded=loaded_here(cfg.embedders)).lines()
         log.info("plan of sweep %s (%d to evaluate, %d reused, %d done):\n%s", plan.sweep_id, len(plan.todo),
                  len(plan.reused), len(plan.done), "\n".join(plan_lines(forecast) + fit))
         if (warning := forecast.memory_warning()) is not None:
@@ -348,11 +356,24 @@ def plan_clock(cfg, ds, home, plan: SweepPlan, budget_s: float | None, started: 
     clock.keep(plan.todo)  # each config priced by its kind once one of the kind is measured
     if budget_s is None:
         return clock, plan.todo
-    clock.wrap_up_s = wrap_up
+    clock.wrap_up = wrap_up
     if pool is not None and not screen_fits(clock, plan.todo):
         clock.skip_screen()
     pairs = {pair: encode_seconds(pair[1], tokens, rates) for pair, tokens in clock.tokens.items()}
+    kept = (f", ~{wrap_up.fixed:.1f} s + {wrap_up.per_config:.2f} s a config with results kept for the wrap-up "
+            "(closing, report)" if wrap_up.fixed or wrap_up.per_config else "")
     log.info("budget %.0f s (%.0f s spent)%s: configs without an embedder first, then the "
              "first config of every chunker x model pair, cheapest embedding first, then the rest", budget_s,
-             clock.elapsed(), kept_words(clock))
+             clock.elapsed(), kept)
     return clock, budget_order(plan.todo, pairs)
+
+
+def _since(started: float | None) -> float:
+    return 0.0 if started is None else time.perf_counter() - started
+
+
+def loaded_here(embedders) -> frozenset[str]:
+    """The labels of ``embedders`` whose encoder this process has loaded (a calibration loads it)."""
+    from ragbench.embedding.embed import first_load
+
+    return frozenset(e.label for e in embedders if first_load(e) is not None)

@@ -3,7 +3,8 @@ file), and the plan that opens every budgeted sweep.
 
 :func:`budget_fit` walks the configs to run in the order a budgeted sweep runs them (:func:`budget_order`, kept here
 beside the walk) on the plan's prices, with the rule the sweep's :class:`~ragbench.sweep.budget.StageClock` applies:
-a stage starts only when the seconds spent, its own and the wrap-up's end within the budget, in the sweep's order of
+a stage starts only when the seconds spent, its own and the wrap-up's (of the configs with results once it has run:
+:class:`~ragbench.sweep.wrap_up.WrapUp`) end within the budget, in the sweep's order of
 work: cutting chunks and the screen's pool, the configs without an embedder (each its evaluation), embedding the
 queries and loading their models (not gated: every dense config needs them), then the rest; the first config of a
 chunker x model pair also costs the pair's embedding, its collections and, the first time a model is needed, loading
@@ -122,9 +123,12 @@ class BudgetFit:
                 "uncalibrated": list(self.unpriced)}
 
 
-def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: float = 0.0) -> BudgetFit:
+def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: float = 0.0,
+               loaded: frozenset[str] = frozenset(), chunked: bool = False) -> BudgetFit:
     """Walk ``todo`` (the configs the sweep will evaluate) against ``budget_s`` seconds on the plan ``f``'s priced
-    rows, ``spent`` seconds already gone (the convention is in the module docstring)."""
+    rows, ``spent`` seconds already gone (the convention is in the module docstring). The sweep walks it once it
+    has planned: ``loaded``, the models its calibration loaded in this process, and ``chunked`` (the chunks are cut)
+    are then paid for in ``spent``, not priced again."""
     counts, rows = f.counts, f.estimate.rows
     # the estimate prices its counts in order: one embed row per counts.embeds, one index row per counts.indexes
     embeds = list(zip(counts.embeds, [r for r in rows if r.stage == "embed"], strict=True))
@@ -135,15 +139,16 @@ def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: f
     for i, r in indexes:
         pair_index[(i.chunker, i.model)] = pair_index.get((i.chunker, i.model), 0.0) + r.seconds
     per_config = (f.estimate.seconds_of("evaluate") + f.estimate.seconds_of("llm")) / max(counts.run, 1)
-    loaded = {e.model for e in counts.screen if e.new}
-    clock = (spent + f.estimate.seconds_of("chunk") + f.estimate.seconds_of("screen")
-             + sum(load.get(m, 0.0) for m in loaded))
+    screened = {e.model for e in counts.screen if e.new}
+    clock = (spent + (0.0 if chunked else f.estimate.seconds_of("chunk")) + f.estimate.seconds_of("screen")
+             + sum(load.get(m, 0.0) for m in screened - loaded))
+    in_memory = set(loaded) | screened
     # the queries' vectors (and their models' loads) come after the configs without an embedder, ungated
-    query_models = {e.model for e, _ in embeds if e.chunker is None and e.new} - loaded
+    query_models = {e.model for e, _ in embeds if e.chunker is None and e.new} - in_memory
     queries: float | None = (sum(r.seconds for e, r in embeds if e.chunker is None)
                              + sum(load.get(m, 0.0) for m in query_models))
-    loaded |= query_models
-    wrap_up = f.wrap_up_seconds
+    in_memory |= query_models
+    wrap_up = f.wrap_up  # the configs with results (this walk's finished ones and the stored) are its price
     finish: list[RunConfig] = []
     over: list[RunConfig] = []
     embedded: set[tuple[str, str]] = set()
@@ -153,16 +158,19 @@ def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: f
             clock, queries = clock + queries, None
         cost = per_config
         if pair is not None and pair not in embedded:
-            first_use = pair in pair_embed and pair[1] not in loaded
+            first_use = pair in pair_embed and pair[1] not in in_memory
             cost += (load.get(pair[1], 0.0) if first_use else 0.0) + pair_embed.get(pair, 0.0) \
                 + pair_index.get(pair, 0.0)
-        if clock + cost + wrap_up > budget_s:  # a pair refused stays refused: its price never falls, time only grows
+        if clock + cost + wrap_up.seconds(len(finish) + 1) > budget_s:  # a pair refused stays refused: its price
+            # never falls, and time and the wrap-up only grow
             over.append(c)
             continue
         clock += cost
         finish.append(c)
         if pair is not None and pair not in embedded:
             embedded.add(pair)
-            loaded.add(pair[1])
-    needed = spent + f.estimate.total_seconds + wrap_up
-    return BudgetFit(budget_s, needed, tuple(finish), tuple(over), clock + wrap_up, tuple(f.estimate.unpriced))
+            in_memory.add(pair[1])
+    paid = (f.estimate.seconds_of("chunk") if chunked else 0.0) + sum(load.get(m, 0.0) for m in loaded)
+    needed = spent + f.estimate.total_seconds - paid + wrap_up.seconds(len(todo))
+    return BudgetFit(budget_s, needed, tuple(finish), tuple(over), clock + wrap_up.seconds(len(finish)),
+                     tuple(f.estimate.unpriced))

@@ -20,6 +20,7 @@ from ragbench.data import Dataset
 from ragbench.sweep.calibrate import Calibration, calibrate, encoded_tokens, load_calibration, weight_bytes
 from ragbench.sweep.decide import SweepPlan
 from ragbench.sweep.estimate import ChunkWork, EmbedWork, Estimate, IndexWork, Rates, WorkCounts, estimate
+from ragbench.sweep.wrap_up import WrapUp, wrap_up_of
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,12 @@ class Forecast:
     estimate: Estimate
     calibrations: dict[str, Calibration]
     memory_limit: int | None = None
-    wrap_up_seconds: float = 0.0  # after the last stage: closing the sweep, its report (ragbench.sweep.wrap_up)
+    wrap_up: WrapUp = WrapUp()  # after the last stage: closing the sweep, its report (ragbench.sweep.wrap_up)
+
+    @property
+    def wrap_up_seconds(self) -> float:
+        """The wrap-up's seconds when every config to run has run (:meth:`WrapUp.seconds`)."""
+        return self.wrap_up.seconds(self.counts.run)
 
     def memory_warning(self) -> str | None:
         """One line when the estimated peak memory is over the memory this process may use, else None."""
@@ -176,12 +182,10 @@ def forecast(cfg: SweepConfig, ds: Dataset, cache_root: Path, plan: SweepPlan, h
              recalibrate: bool = False) -> Forecast:
     """Count the work of ``plan`` (``pool``: a screened sweep's, see :func:`count_work`; ``recalibrate``: each model
     with texts to embed measured afresh) and price it (:func:`~ragbench.sweep.estimate.estimate`), what follows
-    the last stage as this home measured it (:func:`~ragbench.sweep.wrap_up.wrap_up_seconds`) apart."""
-    from ragbench.sweep.wrap_up import wrap_up_seconds
-
+    the last stage as this home measured it (:func:`~ragbench.sweep.wrap_up.wrap_up_of`) apart."""
     counts, cals, _ = count_work(cfg, ds, cache_root, plan, home, pool=pool, recalibrate=recalibrate)
     return Forecast(counts, estimate(counts, rates_of(cals, home)), cals, memory_limit_bytes(),
-                    wrap_up_seconds(home, len(plan.decisions)))
+                    wrap_up_of(home, len(plan.stored)))
 
 
 #: a screen pool at least this share of the corpus' documents gets a hint to lower ``search.depth``: a pair
@@ -214,7 +218,7 @@ def plan_lines(f: Forecast) -> list[str]:
                    f"({', '.join(f'{k} {v / 2**20:.0f}' for k, v in e.memory.items() if v >= 2**19)})")
     if f.wrap_up_seconds >= 0.5:
         lines.append(f"  then ~{rough_duration(f.wrap_up_seconds)} closing the sweep and its report (as this home "
-                     f"last measured them, per config; not in the total)")
+                     f"last measured them, per config with results; not in the total)")
     if (warning := f.memory_warning()) is not None:
         lines.append(f"  memory: {warning}")
     if e.pair_seconds:

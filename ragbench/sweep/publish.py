@@ -79,7 +79,8 @@ def publish_sweep(sweep_id: str, settings: Settings, *, out_dir: Path | None = N
         stamp_published(store, sweep_id, html, run_id if summarized else None, url, settings)
     except Exception as e:
         log.warning("could not stamp the publication of sweep %s: %s", sweep_id, _first_line(e))
-    remember_wrap_up(home, PUBLISH, report.configs.height, time.perf_counter() - began)
+    remember_wrap_up(home, PUBLISH, report.configs.filter(pl.col("status") == "finished").height,
+                     time.perf_counter() - began)
     return Published(sweep_id, report, html, run_id, url)
 
 

@@ -209,10 +209,10 @@ def plan_and_screen(cfg, ds, home, plan, work, recorder, options,
     A screen that would pass the budget is skipped (:func:`~ragbench.sweep.budget.screen_fits`). The pool and the
     screen run as stages of ``options.runner`` (Prefect tasks ``screen`` under the Prefect flow)."""
     from ragbench.sweep.budget import plan_clock
-    from ragbench.sweep.wrap_up import CLOSE, PUBLISH, wrap_up_seconds
+    from ragbench.sweep.wrap_up import CLOSE, PUBLISH, wrap_up_of
 
     pool = options.runner.run("screen pool", screen_pool_of, cfg, ds, work) if screens(cfg, plan.todo) else None
-    wrap_up = wrap_up_seconds(home, len(plan.decisions), (CLOSE, PUBLISH) if options.publish_after else (CLOSE,))
+    wrap_up = wrap_up_of(home, len(plan.stored), (CLOSE, PUBLISH) if options.publish_after else (CLOSE,))
     clock, todo = plan_clock(cfg, ds, home, plan, options.budget, started, pool, wrap_up)
     outcomes = []
     if pool is not None and not clock.screen_skipped:  # None: no screen, or its pool could not be cut

@@ -239,7 +239,7 @@ def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home
     report are timed into the home (the plan says so), and a report measured as dear keeps a budget from every
     stage when the caller publishes after the sweep, and from none when it does not."""
     from ragbench.sweep import publish_sweep
-    from ragbench.sweep.wrap_up import CLOSE, PUBLISH, remember_wrap_up, wrap_up_path
+    from ragbench.sweep.wrap_up import CLOSE, PUBLISH, wrap_up_path
 
     path = write_config(tmp_path / "b.yaml", SWEEP)
     cfg = load_config(path)
@@ -247,16 +247,17 @@ def test_a_budget_counts_from_the_commands_start_and_keeps_the_wrap_up_this_home
     late = run_sweep(cfg, settings.with_home(home), budget=3600.0, budget_from=time.time() - 3600)
     assert {o.status for o in late.outcomes} == {"over_budget"}
     assert not list((home / "calibration").glob("*static*"))  # with no time left, no model is calibrated
-    assert json.loads(wrap_up_path(home).read_text())[CLOSE]["configs"] == n
+    assert not wrap_up_path(home).exists()  # a close with no config with results prices none: nothing kept
     done = run_sweep(cfg, settings.with_home(home))  # no budget: it finishes
     assert {o.status for o in done.outcomes} == {"finished"}
+    assert json.loads(wrap_up_path(home).read_text())[CLOSE]["configs"] == n
     assert publish_sweep(done.sweep_id, settings.with_home(home), mlflow=False).html is not None
     measured = json.loads(wrap_up_path(home).read_text())
     assert measured[PUBLISH]["configs"] == n and measured[PUBLISH]["seconds"] > 0
     # the plan says what will follow the last stage, as measured (apart from its total)
     assert _plan(path, home)["wrap_up_seconds"] == pytest.approx(measured[CLOSE]["seconds"]
                                                                 + measured[PUBLISH]["seconds"])
-    remember_wrap_up(home, PUBLISH, 1, 3600.0)  # an hour a config
+    wrap_up_path(home).write_text(json.dumps({**measured, PUBLISH: {"configs": 1, "seconds": 3600.0}}))  # an hour
     kept = run_sweep(cfg, settings.with_home(home), budget=3600.0, fresh=True, publish_after=True)
     assert {o.status for o in kept.outcomes} == {"over_budget"}
     free = run_sweep(cfg, settings.with_home(home), budget=3600.0, fresh=True, publish_after=False)

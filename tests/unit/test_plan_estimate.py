@@ -1,5 +1,6 @@
 """The plan's arithmetic (counts x rates -> seconds, disk, memory), durations and the budgeted order, by hand."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -383,27 +384,43 @@ def test_an_embedding_is_priced_to_end_after_the_embeddings_under_way():
     embed(0, chunks, static.embedder)  # MiniLM done: 10 + 1 + its kept 1 fit in 20
 
 
-def test_the_wrap_up_is_priced_per_config_from_what_this_home_measured_last_else_the_default(tmp_path):
-    from ragbench.sweep.wrap_up import (CLOSE, DEFAULT_SECONDS_PER_CONFIG, PUBLISH, remember_wrap_up,
+def test_the_wrap_up_is_priced_as_fixed_seconds_and_seconds_per_config_from_what_this_home_measured(tmp_path):
+    from ragbench.sweep.wrap_up import (CLOSE, DEFAULT_COST, KEPT, PUBLISH, remember_wrap_up, wrap_up_of,
                                         wrap_up_path, wrap_up_seconds)
 
-    default = DEFAULT_SECONDS_PER_CONFIG
-    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * (default[CLOSE] + default[PUBLISH]))
-    remember_wrap_up(tmp_path, CLOSE, 20, 2.0)
-    remember_wrap_up(tmp_path, PUBLISH, 40, 100.0)  # 2.5 s a config
-    remember_wrap_up(tmp_path, PUBLISH, 20, 8.0)  # the last one wins: 0.4 s a config
+    (close_fixed, close_per), (pub_fixed, pub_per) = DEFAULT_COST[CLOSE], DEFAULT_COST[PUBLISH]
+    defaults = close_fixed + pub_fixed + 10 * (close_per + pub_per)
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(defaults)  # nothing measured here
+    assert wrap_up_seconds(tmp_path, 0) == 0.0  # no config with results: no report to write
+    remember_wrap_up(tmp_path, PUBLISH, 20, 8.0)  # one size: the default's fixed part, the rest per config
+    assert wrap_up_seconds(tmp_path, 10, (PUBLISH,)) == pytest.approx(pub_fixed + 10 * (8.0 - pub_fixed) / 20)
+    remember_wrap_up(tmp_path, PUBLISH, 5, 3.5)  # two sizes: the line through them, 2 s + 0.3 s a config
     remember_wrap_up(tmp_path, PUBLISH, 0, 50.0)  # no config: nothing to learn from
-    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * 0.1 + 10 * 0.4)
-    assert wrap_up_seconds(tmp_path, 10, (CLOSE,)) == pytest.approx(1.0)  # no report after the sweep
-    # a part recorded wrong is priced at its default, the other as measured; a damaged file at the defaults
+    remember_wrap_up(tmp_path, PUBLISH, 10, float("nan"))
+    assert wrap_up_seconds(tmp_path, 10, (PUBLISH,)) == pytest.approx(2.0 + 10 * 0.3)
+    assert wrap_up_of(tmp_path, 3, (PUBLISH,)).seconds(0) == pytest.approx(2.0 + 3 * 0.3)  # 3 reused: from the start
+    # more configs in less time (noise) is priced flat, never as a saving per config
+    remember_wrap_up(tmp_path, CLOSE, 4, 2.0)
+    remember_wrap_up(tmp_path, CLOSE, 40, 1.0)
+    assert wrap_up_seconds(tmp_path, 100, (CLOSE,)) == pytest.approx(1.5)
+    # a line below 0 at no config is drawn through the origin: (10, 1 s) and (20, 4 s) -> 5 s / 30 configs
+    for configs, seconds in [(10, 1.0)] * (KEPT - 1) + [(20, 4.0)] * (KEPT - 1):  # only the last KEPT count
+        remember_wrap_up(tmp_path, CLOSE, configs, seconds)
+    history = json.loads(wrap_up_path(tmp_path).read_text())[CLOSE]["history"]
+    assert history == [[10, 1.0]] + [[20, 4.0]] * (KEPT - 1)
+    through_origin = (1.0 + 4.0 * (KEPT - 1)) / (10 + 20 * (KEPT - 1))
+    assert wrap_up_seconds(tmp_path, 30, (CLOSE,)) == pytest.approx(30 * through_origin)
+    # a part recorded wrong is priced at its default, the other as measured (a file from before the history: its
+    # last measurement); a damaged file at the defaults, and written anew
     wrap_up_path(tmp_path).write_text('{"close": {"configs": 0, "seconds": 1}, "publish": {"configs": 5, '
                                       '"seconds": "NaN"}}')
-    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * (default[CLOSE] + default[PUBLISH]))
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(defaults)
     wrap_up_path(tmp_path).write_text('{"close": {"configs": 4, "seconds": 2}, "publish": [1]}')
-    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(5.0 + 10 * default[PUBLISH])
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(close_fixed + 10 * (2 - close_fixed) / 4
+                                                          + pub_fixed + 10 * pub_per)
     wrap_up_path(tmp_path).write_bytes(b"\x00{not json")
-    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(10 * (default[CLOSE] + default[PUBLISH]))
-    remember_wrap_up(tmp_path, CLOSE, 10, 3.0)  # a damaged file is written anew, not kept
+    assert wrap_up_seconds(tmp_path, 10) == pytest.approx(defaults)
+    remember_wrap_up(tmp_path, CLOSE, 10, 3.0)
     assert wrap_up_seconds(tmp_path, 10, (CLOSE,)) == pytest.approx(3.0)
 
 
@@ -411,10 +428,11 @@ def test_the_budget_keeps_the_wrap_ups_seconds_from_every_stage(ragbench_log):
     """A config that fits the budget alone does not start when the seconds kept for closing the sweep and its
     report would then pass it; the refusal says how much was kept."""
     from ragbench.sweep.budget import OverBudget, StageClock
+    from ragbench.sweep.wrap_up import WrapUp
 
     def clock(kept: float) -> StageClock:
         c = StageClock(5.0, WorkCounts(run=1), Rates(seconds_per_config=1.0, seconds_per_query=0.0), [])
-        c.wrap_up_s = kept
+        c.wrap_up = WrapUp(per_config=kept)
         return c
 
     config = next(c for c in load_config(ROOT / "configs" / "demo.yaml").expand() if c.embedder is None)
@@ -424,6 +442,27 @@ def test_the_budget_keeps_the_wrap_ups_seconds_from_every_stage(ragbench_log):
         clock(4.5).evaluate(lambda *a: None)(0, config, None)
     assert ragbench_log[-1].endswith("would pass the budget of 5 s, ~4 s of it kept for the wrap-up (closing, "
                                      "report)"), ragbench_log
+
+
+def test_the_wrap_up_kept_grows_with_the_configs_started_not_with_the_grid(ragbench_log):
+    """The seconds kept for the wrap-up are those of the configs that will have results: 1.2 s a config on a
+    5-second budget, a grid of 10 configs runs four (1 s, then ~0 s each as measured, + 1.2 s per config started)
+    and refuses the fifth; priced for the whole grid (12 s), none would start. Configs reused count from the start."""
+    from ragbench.sweep.budget import OverBudget, StageClock
+    from ragbench.sweep.wrap_up import WrapUp
+
+    config = next(c for c in load_config(ROOT / "configs" / "demo.yaml").expand() if c.embedder is None)
+    clock = StageClock(5.0, WorkCounts(run=10), Rates(seconds_per_config=1.0, seconds_per_query=0.0), [])
+    clock.wrap_up = WrapUp(per_config=1.2)
+    for _ in range(4):
+        clock.evaluate(lambda *a: None)(0, config, None)
+    with pytest.raises(OverBudget):
+        clock.evaluate(lambda *a: None)(0, config, None)
+    assert ragbench_log[-1].endswith("of it kept for the wrap-up (closing, report)") and "~6 s" in ragbench_log[-1]
+    resumed = StageClock(5.0, WorkCounts(run=10), Rates(seconds_per_config=1.0, seconds_per_query=0.0), [])
+    resumed.wrap_up = WrapUp(per_config=1.2, stored=3)  # 3 reused: 1 s + 4 x 1.2 s is past 5 s
+    with pytest.raises(OverBudget):
+        resumed.evaluate(lambda *a: None)(0, config, None)
 
 
 def test_a_sweep_command_counts_its_budget_from_the_process_start_only_in_a_process_started_for_it(monkeypatch):
