@@ -67,7 +67,8 @@ def budget_order(configs: list[RunConfig], pair_seconds: dict[tuple[str, str], f
 class BudgetFit:
     """The plan against ``budget_seconds``: ``needed_seconds`` (every planned stage and the wrap-up, from the first
     stage), the configs expected to finish (``finish``, in the budget's order) and to be marked ``over_budget``
-    (``over``), and ``ends_seconds``: when the stages that start are expected to end, the wrap-up included.
+    (``over``), and ``ends_seconds``: when the stages that start are expected to end, the wrap-up included; both sums
+    count ``spent_seconds``, gone before the walk.
     ``unpriced``: models not calibrated (their encoding is priced at nothing: the fit is then optimistic)."""
 
     budget_seconds: float
@@ -76,6 +77,7 @@ class BudgetFit:
     over: tuple[RunConfig, ...]
     ends_seconds: float
     unpriced: tuple[str, ...] = ()
+    spent_seconds: float = 0.0  # already gone when the walk began (a sweep's plan): counted in both sums
 
     @property
     def fits(self) -> bool:
@@ -96,7 +98,7 @@ class BudgetFit:
         if self.fits:
             share = self.needed_seconds / self.budget_seconds
             said = "<1%" if share < 0.01 else f"{share:.0%}"
-            return [(f"{budget}: fits, ~{rough_duration(self.needed_seconds)} of it from the first stage to the "
+            return [(f"{budget}: fits, ~{rough_duration(self.needed_seconds)} of it from {self._origin()} to the "
                      f"wrap-up's end ({said}){caveat}")]
         n_cheap = sum(c.embedder is None for c in self.finish)
         pairs = len({_pair(c) for c in self.finish if c.embedder is not None})
@@ -109,11 +111,15 @@ class BudgetFit:
                     f"~{rough_duration(self.ends_seconds)} ({which})" if self.finish else
                     f"no config starts: the chunks, the queries' vectors and the wrap-up alone take "
                     f"~{rough_duration(self.ends_seconds)}")
-        head = (f"{budget}: does not fit: ~{rough_duration(self.needed_seconds)} from the first stage to the wrap-up's "
-                f"end{caveat}; {finished}")
+        head = (f"{budget}: does not fit: ~{rough_duration(self.needed_seconds)} from {self._origin()} to the "
+                f"wrap-up's end{caveat}; {finished}")
         tail = (f"  budget: {len(self.over)} would be over_budget (not run, not failed; the next run continues them): "
                 f"{named}{more}")
         return [head, tail]
+
+    def _origin(self) -> str:
+        spent = self.spent_seconds
+        return f"the start ({rough_duration(spent)} spent)" if spent >= 0.5 else "the first stage"
 
     def json(self) -> dict:
         """The fit as a JSON-ready dict (``finish`` and ``over_budget``: config ids in the budget's order)."""
@@ -173,4 +179,4 @@ def budget_fit(f: Forecast, todo: Sequence[RunConfig], budget_s: float, spent: f
     paid = (f.estimate.seconds_of("chunk") if chunked else 0.0) + sum(load.get(m, 0.0) for m in loaded)
     needed = spent + f.estimate.total_seconds - paid + wrap_up.seconds(len(todo))
     return BudgetFit(budget_s, needed, tuple(finish), tuple(over), clock + wrap_up.seconds(len(finish)),
-                     tuple(f.estimate.unpriced))
+                     tuple(f.estimate.unpriced), spent)

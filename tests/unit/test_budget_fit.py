@@ -99,7 +99,9 @@ def test_a_model_is_loaded_once_and_a_pair_after_it_pays_only_its_own_encoding(g
     assert pick(whole, MINILM, "dense") in fit.finish and pick(fixed, MINILM, "dense") in fit.over
     assert pick(whole, MINILM, "hybrid") in fit.over and pick(fixed, STATIC, "hybrid") in fit.finish
     assert fit.ends_seconds == pytest.approx(36.01 + 7 * 0.25)
-    assert budget_fit(forecast, configs, 40, spent=10).ends_seconds < fit.ends_seconds  # seconds gone count
+    late = budget_fit(forecast, configs, 40, spent=10)  # seconds gone count, and the plan says from when
+    assert late.ends_seconds < fit.ends_seconds and late.needed_seconds == pytest.approx(fit.needed_seconds + 10)
+    assert late.lines()[0].startswith("  budget 40 s: does not fit: ~76 s from the start (10 s spent) to the wrap-up's")
     # the sweep walks it after its calibration loaded MiniLM: no second load (5 s) in the walk or in what it needs
     warm = budget_fit(forecast, configs, 40, loaded=frozenset({MINILM}))
     assert pick(whole, MINILM, "hybrid") in warm.finish and pick(fixed, MINILM, "dense") in warm.over
