@@ -204,8 +204,8 @@ class _Sweep:
         finally:  # results that stay spooled are logged to MLflow when they are merged
             tracking.close(outcomes, n_failed, len(configs))
             work.index.close()
-        remember_wrap_up(self.home, CLOSE, sum(o.status in ("finished", "skipped") for o in outcomes),
-                         time.perf_counter() - closing)
+        # stored configs read as finished by now (_with_stored_metrics): as the report counts them
+        remember_wrap_up(self.home, CLOSE, sum(o.status == "finished" for o in outcomes), time.perf_counter() - closing)
         seconds = time.perf_counter() - t0
         log.info("sweep %s done in %.1f s: %d configs (%d reused), %d failed, %d vectors computed", sweep_id, seconds,
                  len(configs), len(plan.reused), n_failed, sum(s.computed for s in work.embed_stats))
